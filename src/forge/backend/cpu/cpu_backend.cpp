@@ -1,0 +1,161 @@
+#include "forge/backend/cpu/cpu_backend.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "forge/backend/cpu/kernels.h"
+#include "forge/backend/cpu/thread_pool.h"
+#include "forge/core/error.h"
+
+namespace forge {
+namespace {
+
+/// 64-byte aligned host memory, so vector loads never straddle a cache line at row 0.
+class HostBuffer final : public Buffer {
+ public:
+  explicit HostBuffer(std::size_t bytes) : bytes_(bytes) {
+    const std::size_t rounded = (std::max<std::size_t>(bytes, 1) + 63) / 64 * 64;
+    data_ = std::aligned_alloc(64, rounded);
+    FORGE_CHECK(data_ != nullptr, "out of host memory allocating {} bytes", bytes);
+  }
+  ~HostBuffer() override { std::free(data_); }
+  std::size_t bytes() const override { return bytes_; }
+  void* host() override { return data_; }
+
+ private:
+  std::size_t bytes_;
+  void* data_;
+};
+
+float* f(const Tensor& t) { return t.f32(); }
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int threads) : pool_(threads) {}
+
+  BackendKind kind() const override { return BackendKind::Cpu; }
+  std::string name() const override {
+    return "cpu (" + std::to_string(pool_.size()) + " threads)";
+  }
+
+  std::shared_ptr<Buffer> allocate(std::size_t bytes) override {
+    return std::make_shared<HostBuffer>(bytes);
+  }
+  void upload(Buffer& dst, std::size_t dst_offset, const void* src, std::size_t bytes) override {
+    std::memcpy(static_cast<char*>(dst.host()) + dst_offset, src, bytes);
+  }
+  void download(Buffer& src, std::size_t src_offset, void* dst, std::size_t bytes) override {
+    std::memcpy(dst, static_cast<const char*>(src.host()) + src_offset, bytes);
+  }
+
+  void copy(const Tensor& out, const Tensor& x) override {
+    const auto* src = static_cast<const uint32_t*>(x.buffer().host()) + x.offset();
+    auto* dst = static_cast<uint32_t*>(out.buffer().host()) + out.offset();
+    const int rank = x.rank();
+    std::vector<int64_t> index(rank, 0);
+    const int64_t n = x.numel();
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t at = 0;
+      for (int d = 0; d < rank; ++d) at += index[d] * x.stride(d);
+      dst[i] = src[at];
+      for (int d = rank - 1; d >= 0; --d) {
+        if (++index[d] < x.dim(d)) break;
+        index[d] = 0;
+      }
+    }
+  }
+
+  void fill(const Tensor& out, float value) override {
+    if (out.dtype() == DType::F32) {
+      std::fill_n(out.f32(), out.numel(), value);
+    } else {
+      std::fill_n(out.u32(), out.numel(), static_cast<uint32_t>(value));
+    }
+  }
+
+  void matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor* bias,
+              const MatmulParams& p) override {
+    cpu::Gemm g{};
+    g.out = f(out);
+    g.a = f(a);
+    g.b = f(b);
+    g.bias = bias ? f(*bias) : nullptr;
+    g.batch = out.rank() == 3 ? out.dim(0) : 1;
+    g.m = out.dim(-2);
+    g.n = out.dim(-1);
+    g.k = p.trans_a ? a.dim(-2) : a.dim(-1);
+    g.lda = a.stride(-2);
+    g.ldb = b.stride(-2);
+    g.ldo = out.stride(-2);
+    g.stride_a = a.rank() == 3 ? a.stride(0) : 0;
+    g.stride_b = b.rank() == 3 ? b.stride(0) : 0;
+    g.stride_out = out.rank() == 3 ? out.stride(0) : 0;
+    g.trans_a = p.trans_a;
+    g.trans_b = p.trans_b;
+    g.alpha = p.alpha;
+    cpu::gemm(pool_, g);
+  }
+
+  void add(const Tensor& out, const Tensor& a, const Tensor& b) override {
+    cpu::add(pool_, f(out), f(a), f(b), out.numel());
+  }
+  void scale(const Tensor& out, const Tensor& x, float s) override {
+    cpu::scale(pool_, f(out), f(x), s, out.numel());
+  }
+  void gelu(const Tensor& out, const Tensor& x) override {
+    cpu::gelu(pool_, f(out), f(x), out.numel());
+  }
+  void layernorm(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                 float eps) override {
+    cpu::layernorm(pool_, f(out), f(x), f(weight), f(bias), x.dim(0), x.dim(1), eps);
+  }
+  void softmax_causal(const Tensor& out, const Tensor& scores, int64_t offset) override {
+    cpu::softmax_causal(pool_, f(out), f(scores), scores.dim(0), scores.dim(1), scores.dim(2),
+                        offset);
+  }
+  void embedding(const Tensor& out, const Tensor& ids, const Tensor& wte, const Tensor& wpe,
+                 int64_t seq_len, int64_t pos_offset) override {
+    const uint32_t* id = ids.u32();
+    for (int64_t i = 0; i < ids.numel(); ++i) {
+      FORGE_CHECK(id[i] < wte.dim(0), "token id {} at position {} is outside the vocabulary of {}",
+                  id[i], i, wte.dim(0));
+    }
+    cpu::ref::embedding(f(out), id, f(wte), f(wpe), ids.numel(), wte.dim(1), seq_len, pos_offset);
+  }
+  void split_heads(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& qkv,
+                   int64_t batch) override {
+    cpu::ref::split_heads(f(q), f(k), f(v), f(qkv), batch, q.dim(1), q.dim(0) / batch, q.dim(2));
+  }
+  void merge_heads(const Tensor& out, const Tensor& heads, int64_t batch) override {
+    cpu::ref::merge_heads(f(out), f(heads), batch, heads.dim(1), heads.dim(0) / batch,
+                          heads.dim(2));
+  }
+  void kv_append(const Tensor& cache, const Tensor& x, int64_t pos) override {
+    const int64_t rows = x.dim(1), d = x.dim(2), cap = cache.dim(1);
+    for (int64_t h = 0; h < x.dim(0); ++h) {
+      std::memcpy(f(cache) + (h * cap + pos) * d, f(x) + h * rows * d, rows * d * sizeof(float));
+    }
+  }
+  void argmax(const Tensor& out_ids, const Tensor& x) override {
+    cpu::argmax(pool_, out_ids.u32(), f(x), x.dim(0), x.dim(1));
+  }
+  void topn(const Tensor& out_ids, const Tensor& out_values, const Tensor& x) override {
+    cpu::ref::topn(out_ids.u32(), f(out_values), f(x), x.dim(0), x.dim(1), out_ids.dim(1));
+  }
+
+ private:
+  cpu::ThreadPool pool_;
+};
+
+}  // namespace
+
+std::shared_ptr<Backend> make_cpu_backend(int threads) {
+  return std::make_shared<CpuBackend>(threads);
+}
+
+Device Device::cpu() {
+  static const Device device(make_cpu_backend());
+  return device;
+}
+
+}  // namespace forge

@@ -1,0 +1,233 @@
+#include "forge/ops/ops.h"
+
+#include "forge/core/error.h"
+
+namespace forge::ops {
+namespace {
+
+Backend& backend_of(const Tensor& t) { return t.device().backend(); }
+
+void check_f32(const Tensor& t, const char* op, const char* what) {
+  FORGE_CHECK(t.defined(), "{}: {} is undefined", op, what);
+  FORGE_CHECK(t.dtype() == DType::F32, "{}: {} must be f32, got {}", op, what, t.describe());
+}
+
+void check_contiguous(const Tensor& t, const char* op, const char* what) {
+  FORGE_CHECK(t.is_contiguous(), "{}: {} {} must be contiguous", op, what, t.describe());
+}
+
+void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
+  FORGE_CHECK(a.device() == b.device(), "{}: operands on different devices ({} and {})", op,
+              a.device().name(), b.device().name());
+}
+
+struct MatmulShape {
+  int64_t batch, m, n, k;
+};
+
+MatmulShape matmul_shape(const Tensor& a, const Tensor& b, const MatmulParams& p) {
+  check_f32(a, "matmul", "a");
+  check_f32(b, "matmul", "b");
+  check_same_device(a, b, "matmul");
+  FORGE_CHECK(a.rank() == 2 || a.rank() == 3, "matmul: a must be rank 2 or 3, got {}",
+              a.describe());
+  FORGE_CHECK(b.rank() == 2 || b.rank() == 3, "matmul: b must be rank 2 or 3, got {}",
+              b.describe());
+  FORGE_CHECK(a.stride(-1) == 1 && b.stride(-1) == 1,
+              "matmul: innermost dimension must be contiguous ({} and {})", a.describe(),
+              b.describe());
+  const int64_t batch = a.rank() == 3 ? a.dim(0) : 1;
+  FORGE_CHECK(b.rank() == 2 || (a.rank() == 3 && b.dim(0) == batch),
+              "matmul: batch of a {} and b {} differ", a.describe(), b.describe());
+  const int64_t m = p.trans_a ? a.dim(-1) : a.dim(-2);
+  const int64_t ka = p.trans_a ? a.dim(-2) : a.dim(-1);
+  const int64_t kb = p.trans_b ? b.dim(-1) : b.dim(-2);
+  const int64_t n = p.trans_b ? b.dim(-2) : b.dim(-1);
+  FORGE_CHECK(ka == kb, "matmul: inner dimensions differ: a {}{} and b {}{}", a.describe(),
+              p.trans_a ? "ᵀ" : "", b.describe(), p.trans_b ? "ᵀ" : "");
+  return {batch, m, n, ka};
+}
+
+void check_bias(const Tensor& bias, int64_t n, const Tensor& a) {
+  if (!bias.defined()) return;
+  check_f32(bias, "matmul", "bias");
+  check_same_device(a, bias, "matmul");
+  FORGE_CHECK(bias.rank() == 1 && bias.dim(0) == n && bias.is_contiguous(),
+              "matmul: bias must be [{}], got {}", n, bias.describe());
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b, const MatmulParams& params, const Tensor& bias) {
+  const MatmulShape s = matmul_shape(a, b, params);
+  const Shape out_shape = a.rank() == 3 ? Shape{s.batch, s.m, s.n} : Shape{s.m, s.n};
+  Tensor out = Tensor::empty(out_shape, DType::F32, a.device());
+  matmul_into(out, a, b, params, bias);
+  return out;
+}
+
+void matmul_into(const Tensor& out, const Tensor& a, const Tensor& b, const MatmulParams& params,
+                 const Tensor& bias) {
+  const MatmulShape s = matmul_shape(a, b, params);
+  check_bias(bias, s.n, a);
+  check_f32(out, "matmul", "out");
+  check_same_device(a, out, "matmul");
+  const Shape want = a.rank() == 3 ? Shape{s.batch, s.m, s.n} : Shape{s.m, s.n};
+  FORGE_CHECK(out.shape() == want && out.stride(-1) == 1,
+              "matmul: out must be {} with a contiguous last dimension, got {}", want.str(),
+              out.describe());
+  backend_of(a).matmul(out, a, b, bias.defined() ? &bias : nullptr, params);
+}
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  check_f32(a, "add", "a");
+  check_f32(b, "add", "b");
+  check_same_device(a, b, "add");
+  FORGE_CHECK(a.shape() == b.shape(), "add: shapes differ: {} and {}", a.describe(), b.describe());
+  check_contiguous(a, "add", "a");
+  check_contiguous(b, "add", "b");
+  Tensor out = Tensor::empty(a.shape(), DType::F32, a.device());
+  backend_of(a).add(out, a, b);
+  return out;
+}
+
+Tensor scale(const Tensor& x, float s) {
+  check_f32(x, "scale", "x");
+  check_contiguous(x, "scale", "x");
+  Tensor out = Tensor::empty(x.shape(), DType::F32, x.device());
+  backend_of(x).scale(out, x, s);
+  return out;
+}
+
+Tensor gelu(const Tensor& x) {
+  check_f32(x, "gelu", "x");
+  check_contiguous(x, "gelu", "x");
+  Tensor out = Tensor::empty(x.shape(), DType::F32, x.device());
+  backend_of(x).gelu(out, x);
+  return out;
+}
+
+Tensor layernorm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
+  check_f32(x, "layernorm", "x");
+  check_f32(weight, "layernorm", "weight");
+  check_f32(bias, "layernorm", "bias");
+  check_same_device(x, weight, "layernorm");
+  check_same_device(x, bias, "layernorm");
+  check_contiguous(x, "layernorm", "x");
+  FORGE_CHECK(x.rank() == 2, "layernorm: x must be [rows, c], got {}", x.describe());
+  const int64_t c = x.dim(1);
+  FORGE_CHECK(weight.shape() == Shape{c} && bias.shape() == Shape{c},
+              "layernorm: weight {} and bias {} must be [{}]", weight.describe(), bias.describe(),
+              c);
+  Tensor out = Tensor::empty(x.shape(), DType::F32, x.device());
+  backend_of(x).layernorm(out, x, weight, bias, eps);
+  return out;
+}
+
+Tensor softmax_causal(const Tensor& scores, int64_t offset) {
+  check_f32(scores, "softmax_causal", "scores");
+  check_contiguous(scores, "softmax_causal", "scores");
+  FORGE_CHECK(scores.rank() == 3, "softmax_causal: scores must be [b, t, s], got {}",
+              scores.describe());
+  FORGE_CHECK(offset >= 0 && offset + scores.dim(1) <= scores.dim(2),
+              "softmax_causal: offset {} does not fit {}", offset, scores.describe());
+  Tensor out = Tensor::empty(scores.shape(), DType::F32, scores.device());
+  backend_of(scores).softmax_causal(out, scores, offset);
+  return out;
+}
+
+Tensor embedding(const Tensor& ids, const Tensor& wte, const Tensor& wpe, int64_t seq_len,
+                 int64_t pos_offset) {
+  FORGE_CHECK(ids.defined() && ids.dtype() == DType::U32 && ids.rank() == 1,
+              "embedding: ids must be u32 [n], got {}", ids.describe());
+  check_f32(wte, "embedding", "wte");
+  check_f32(wpe, "embedding", "wpe");
+  check_contiguous(ids, "embedding", "ids");
+  check_contiguous(wte, "embedding", "wte");
+  check_contiguous(wpe, "embedding", "wpe");
+  check_same_device(ids, wte, "embedding");
+  check_same_device(ids, wpe, "embedding");
+  FORGE_CHECK(wte.rank() == 2 && wpe.rank() == 2 && wte.dim(1) == wpe.dim(1),
+              "embedding: wte {} and wpe {} must be [*, c]", wte.describe(), wpe.describe());
+  FORGE_CHECK(seq_len > 0 && ids.dim(0) % seq_len == 0,
+              "embedding: {} ids do not fold into sequences of {}", ids.dim(0), seq_len);
+  FORGE_CHECK(pos_offset >= 0 && pos_offset + seq_len <= wpe.dim(0),
+              "embedding: positions [{}, {}) exceed the context of {}", pos_offset,
+              pos_offset + seq_len, wpe.dim(0));
+  Tensor out = Tensor::empty({ids.dim(0), wte.dim(1)}, DType::F32, ids.device());
+  backend_of(ids).embedding(out, ids, wte, wpe, seq_len, pos_offset);
+  return out;
+}
+
+Heads split_heads(const Tensor& qkv, int64_t batch, int64_t n_head) {
+  check_f32(qkv, "split_heads", "qkv");
+  check_contiguous(qkv, "split_heads", "qkv");
+  FORGE_CHECK(qkv.rank() == 2 && qkv.dim(1) % (3 * n_head) == 0 && batch > 0 &&
+                  qkv.dim(0) % batch == 0,
+              "split_heads: qkv {} does not split into batch {} × {} heads", qkv.describe(), batch,
+              n_head);
+  const int64_t t = qkv.dim(0) / batch;
+  const int64_t d = qkv.dim(1) / (3 * n_head);
+  const Shape shape{batch * n_head, t, d};
+  Heads h{Tensor::empty(shape, DType::F32, qkv.device()),
+          Tensor::empty(shape, DType::F32, qkv.device()),
+          Tensor::empty(shape, DType::F32, qkv.device())};
+  backend_of(qkv).split_heads(h.q, h.k, h.v, qkv, batch);
+  return h;
+}
+
+Tensor merge_heads(const Tensor& heads, int64_t batch) {
+  check_f32(heads, "merge_heads", "heads");
+  check_contiguous(heads, "merge_heads", "heads");
+  FORGE_CHECK(heads.rank() == 3 && batch > 0 && heads.dim(0) % batch == 0,
+              "merge_heads: heads {} do not fold into batch {}", heads.describe(), batch);
+  const int64_t n_head = heads.dim(0) / batch;
+  Tensor out = Tensor::empty({batch * heads.dim(1), n_head * heads.dim(2)}, DType::F32,
+                             heads.device());
+  backend_of(heads).merge_heads(out, heads, batch);
+  return out;
+}
+
+void kv_append(const Tensor& cache, const Tensor& x, int64_t pos) {
+  check_f32(cache, "kv_append", "cache");
+  check_f32(x, "kv_append", "x");
+  check_same_device(cache, x, "kv_append");
+  check_contiguous(cache, "kv_append", "cache");
+  check_contiguous(x, "kv_append", "x");
+  FORGE_CHECK(cache.rank() == 3 && x.rank() == 3 && cache.dim(0) == x.dim(0) &&
+                  cache.dim(2) == x.dim(2),
+              "kv_append: x {} does not match cache {}", x.describe(), cache.describe());
+  FORGE_CHECK(pos >= 0 && pos + x.dim(1) <= cache.dim(1),
+              "kv_append: rows [{}, {}) exceed the cache capacity {}", pos, pos + x.dim(1),
+              cache.dim(1));
+  backend_of(x).kv_append(cache, x, pos);
+}
+
+Tensor argmax(const Tensor& x) {
+  check_f32(x, "argmax", "x");
+  check_contiguous(x, "argmax", "x");
+  FORGE_CHECK(x.rank() == 2 && x.dim(1) > 0, "argmax: x must be [r, n], got {}", x.describe());
+  Tensor out = Tensor::empty({x.dim(0)}, DType::U32, x.device());
+  backend_of(x).argmax(out, x);
+  return out;
+}
+
+TopN topn(const Tensor& x, int64_t n) {
+  check_f32(x, "topn", "x");
+  check_contiguous(x, "topn", "x");
+  FORGE_CHECK(x.rank() == 2, "topn: x must be [r, n], got {}", x.describe());
+  FORGE_CHECK(n > 0 && n <= x.dim(1), "topn: n = {} outside [1, {}]", n, x.dim(1));
+  TopN r{Tensor::empty({x.dim(0), n}, DType::U32, x.device()),
+         Tensor::empty({x.dim(0), n}, DType::F32, x.device())};
+  backend_of(x).topn(r.ids, r.values, x);
+  return r;
+}
+
+Tensor contiguous(const Tensor& x) {
+  if (x.is_contiguous()) return x;
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  backend_of(x).copy(out, x);
+  return out;
+}
+
+}  // namespace forge::ops

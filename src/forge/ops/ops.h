@@ -1,0 +1,59 @@
+// Shape-checked, backend-agnostic tensor operations. Each allocates its result on the device of
+// its inputs and runs the device's kernel. Batches fold into rows ([b·t, c]); attention's batch
+// rides in the head axis ([b·h, t, d]).
+#pragma once
+
+#include <cstdint>
+
+#include "forge/core/backend.h"
+#include "forge/core/tensor.h"
+
+namespace forge::ops {
+
+/// a [m, k] (or [k, m] with trans_a), b [k, n] (or [n, k] with trans_b), bias [n] or undefined.
+/// Rank-3 operands [batch, ., .] multiply slice by slice; a rank-2 b is shared by every slice.
+/// Returns alpha · op(a) · op(b) + bias, [m, n] or [batch, m, n]. Operands may be strided as long
+/// as their innermost dimension is contiguous.
+Tensor matmul(const Tensor& a, const Tensor& b, const MatmulParams& params = {},
+              const Tensor& bias = {});
+/// Same as matmul but writes into `out`, which may be a strided view (a column chunk).
+void matmul_into(const Tensor& out, const Tensor& a, const Tensor& b,
+                 const MatmulParams& params = {}, const Tensor& bias = {});
+
+/// Elementwise a + b; equal shapes.
+Tensor add(const Tensor& a, const Tensor& b);
+/// Elementwise x · s.
+Tensor scale(const Tensor& x, float s);
+/// GPT-2's tanh GELU: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+Tensor gelu(const Tensor& x);
+/// x [r, c] normalised over c with weight [c], bias [c].
+Tensor layernorm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps);
+/// scores [b, t, s]: row i may see columns j ≤ i + offset (offset = s − t for a KV cache);
+/// masked entries are exactly 0. Returns probabilities of the same shape.
+Tensor softmax_causal(const Tensor& scores, int64_t offset);
+/// ids u32 [b·seq_len] → wte[id] + wpe[pos_offset + (i mod seq_len)], [b·seq_len, c].
+Tensor embedding(const Tensor& ids, const Tensor& wte, const Tensor& wpe, int64_t seq_len,
+                 int64_t pos_offset);
+
+struct Heads {
+  Tensor q, k, v;
+};
+/// qkv [b·t, 3c] → q, k, v, each [b·n_head, t, c / n_head].
+Heads split_heads(const Tensor& qkv, int64_t batch, int64_t n_head);
+/// heads [b·n_head, t, d] → [b·t, n_head·d].
+Tensor merge_heads(const Tensor& heads, int64_t batch);
+/// Writes x [bh, t, d] into cache [bh, capacity, d] at rows [pos, pos + t).
+void kv_append(const Tensor& cache, const Tensor& x, int64_t pos);
+
+/// x [r, n] → u32 [r]: index of each row's maximum (the first on ties).
+Tensor argmax(const Tensor& x);
+struct TopN {
+  Tensor ids;     // u32 [r, n]
+  Tensor values;  // f32 [r, n], descending; ties keep the lower index first
+};
+TopN topn(const Tensor& x, int64_t n);
+
+/// A contiguous copy of x on its own device.
+Tensor contiguous(const Tensor& x);
+
+}  // namespace forge::ops
