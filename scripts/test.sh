@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The README's test command: set up, build everything, run every test.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bash "$root/scripts/setup.sh"
+bash "$root/scripts/build.sh" "$@"
+build="${FORGE_BUILD_DIR:-$root/build}"
+ctest --test-dir "$build" --output-on-failure -j "$(nproc)" --timeout 900
