@@ -1,0 +1,251 @@
+#include "forge/models/gpt2/gpt2.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include "forge/core/error.h"
+#include "forge/core/random.h"
+#include "forge/serialization/safetensors.h"
+
+namespace forge {
+namespace {
+
+/// A parameter's HF name (without the "transformer." prefix), its slot, shape and init.
+struct ParamSpec {
+  std::string name;
+  Tensor* slot;
+  Shape shape;
+  enum Init { Normal, ResidualNormal, Zeros, Ones } init;
+};
+
+std::vector<ParamSpec> param_specs(const Gpt2Config& c, nn::Embedding& embed,
+                                   std::vector<Gpt2Block>& blocks, nn::LayerNorm& ln_f) {
+  const int64_t e = c.n_embd;
+  std::vector<ParamSpec> specs = {
+      {"wte.weight", &embed.wte, {c.vocab_size, e}, ParamSpec::Normal},
+      {"wpe.weight", &embed.wpe, {c.n_ctx, e}, ParamSpec::Normal},
+  };
+  for (size_t l = 0; l < blocks.size(); ++l) {
+    Gpt2Block& b = blocks[l];
+    const std::string p = "h." + std::to_string(l) + ".";
+    const std::vector<ParamSpec> layer = {
+        {p + "ln_1.weight", &b.ln_1.weight, {e}, ParamSpec::Ones},
+        {p + "ln_1.bias", &b.ln_1.bias, {e}, ParamSpec::Zeros},
+        {p + "attn.c_attn.weight", &b.c_attn.weight, {e, 3 * e}, ParamSpec::Normal},
+        {p + "attn.c_attn.bias", &b.c_attn.bias, {3 * e}, ParamSpec::Zeros},
+        {p + "attn.c_proj.weight", &b.attn_proj.weight, {e, e}, ParamSpec::ResidualNormal},
+        {p + "attn.c_proj.bias", &b.attn_proj.bias, {e}, ParamSpec::Zeros},
+        {p + "ln_2.weight", &b.ln_2.weight, {e}, ParamSpec::Ones},
+        {p + "ln_2.bias", &b.ln_2.bias, {e}, ParamSpec::Zeros},
+        {p + "mlp.c_fc.weight", &b.c_fc.weight, {e, 4 * e}, ParamSpec::Normal},
+        {p + "mlp.c_fc.bias", &b.c_fc.bias, {4 * e}, ParamSpec::Zeros},
+        {p + "mlp.c_proj.weight", &b.mlp_proj.weight, {4 * e, e}, ParamSpec::ResidualNormal},
+        {p + "mlp.c_proj.bias", &b.mlp_proj.bias, {e}, ParamSpec::Zeros},
+    };
+    specs.insert(specs.end(), layer.begin(), layer.end());
+  }
+  specs.push_back({"ln_f.weight", &ln_f.weight, {e}, ParamSpec::Ones});
+  specs.push_back({"ln_f.bias", &ln_f.bias, {e}, ParamSpec::Zeros});
+  return specs;
+}
+
+constexpr const char* kPrefix = "transformer.";
+
+}  // namespace
+
+Gpt2 Gpt2::load(const std::string& dir, const Device& device, const LoadProgress& progress) {
+  FORGE_CHECK(std::filesystem::is_directory(dir), "model directory {} does not exist", dir);
+  const Gpt2Config config = Gpt2Config::from_json_file(dir + "/config.json");
+  return from_safetensors(config, dir + "/model.safetensors", device, progress);
+}
+
+Gpt2 Gpt2::from_safetensors(const Gpt2Config& config, const std::string& path,
+                            const Device& device, const LoadProgress& progress) {
+  config.validate();
+  const SafetensorsFile file = SafetensorsFile::open(path);
+  Gpt2 model(config, device);
+  model.blocks_.resize(config.n_layer);
+  model.ln_f_.eps = config.layer_norm_epsilon;
+  for (auto& b : model.blocks_) b.ln_1.eps = b.ln_2.eps = config.layer_norm_epsilon;
+  const auto specs = param_specs(config, model.embed_, model.blocks_, model.ln_f_);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const ParamSpec& spec = specs[i];
+    const std::string prefixed = kPrefix + spec.name;
+    const std::string& name = file.contains(prefixed) ? prefixed : spec.name;
+    FORGE_CHECK(file.contains(name), "{}: missing tensor {} (or {})", path, spec.name, prefixed);
+    const SafetensorsEntry& entry = file.entry(name);
+    FORGE_CHECK(entry.shape == spec.shape,
+                "{}: tensor {} has shape {}, but the config needs {}", path, name,
+                entry.shape.str(), spec.shape.str());
+    Tensor t = file.read(name, device);
+    FORGE_CHECK(t.dtype() == DType::F32, "{}: tensor {} must be a float tensor, got {}", path,
+                name, entry.dtype);
+    *spec.slot = std::move(t);
+    if (progress) progress(static_cast<int64_t>(i + 1), static_cast<int64_t>(specs.size()));
+  }
+  return model;
+}
+
+Gpt2 Gpt2::init_random(const Gpt2Config& config, uint64_t seed, const Device& device) {
+  config.validate();
+  Gpt2 model(config, device);
+  model.blocks_.resize(config.n_layer);
+  model.ln_f_.eps = config.layer_norm_epsilon;
+  for (auto& b : model.blocks_) b.ln_1.eps = b.ln_2.eps = config.layer_norm_epsilon;
+  const float std_normal = 0.02f;
+  const float std_residual = std_normal / std::sqrt(2.0f * static_cast<float>(config.n_layer));
+  uint64_t stream = 0;
+  for (const ParamSpec& spec : param_specs(config, model.embed_, model.blocks_, model.ln_f_)) {
+    std::vector<float> values(spec.shape.numel());
+    const uint64_t param_seed = hash64(seed, stream++);
+    for (size_t i = 0; i < values.size(); ++i) {
+      switch (spec.init) {
+        case ParamSpec::Normal:
+          values[i] = std_normal * normal01(param_seed, i);
+          break;
+        case ParamSpec::ResidualNormal:
+          values[i] = std_residual * normal01(param_seed, i);
+          break;
+        case ParamSpec::Zeros:
+          values[i] = 0.0f;
+          break;
+        case ParamSpec::Ones:
+          values[i] = 1.0f;
+          break;
+      }
+    }
+    *spec.slot = Tensor::from_floats(values, spec.shape, device);
+  }
+  return model;
+}
+
+std::vector<std::pair<std::string, Tensor>> Gpt2::named_parameters() const {
+  auto& self = const_cast<Gpt2&>(*this);
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const ParamSpec& spec : param_specs(config_, self.embed_, self.blocks_, self.ln_f_)) {
+    out.emplace_back(kPrefix + spec.name, *spec.slot);
+  }
+  return out;
+}
+
+int64_t Gpt2::num_parameters() const {
+  int64_t n = 0;
+  for (const auto& [name, t] : named_parameters()) n += t.numel();
+  return n;
+}
+
+void Gpt2::save_safetensors(const std::string& path) const {
+  forge::save_safetensors(path, named_parameters(), {{"format", "pt"}});
+}
+
+void Gpt2::save(const std::string& dir) const {
+  std::filesystem::create_directories(dir);
+  save_safetensors(dir + "/model.safetensors");
+  const std::string tmp = dir + "/config.json.tmp";
+  {
+    std::FILE* f = std::fopen(tmp.c_str(), "wb");
+    FORGE_CHECK(f != nullptr, "cannot write {}", tmp);
+    const std::string json = config_.to_json();
+    const bool ok = std::fwrite(json.data(), 1, json.size(), f) == json.size();
+    std::fclose(f);
+    FORGE_CHECK(ok, "short write to {}", tmp);
+  }
+  std::filesystem::rename(tmp, dir + "/config.json");
+}
+
+void Gpt2::check_ids(std::span<const uint32_t> ids) const {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    FORGE_CHECK(ids[i] < config_.vocab_size,
+                "token id {} at position {} is outside the vocabulary (size {})", ids[i], i,
+                config_.vocab_size);
+  }
+}
+
+KvCache Gpt2::new_cache() const {
+  KvCache cache;
+  const Shape shape{config_.n_head, config_.n_ctx, config_.head_dim()};
+  for (int64_t l = 0; l < config_.n_layer; ++l) {
+    cache.k.push_back(Tensor::zeros(shape, DType::F32, device_));
+    cache.v.push_back(Tensor::zeros(shape, DType::F32, device_));
+  }
+  return cache;
+}
+
+Tensor Gpt2::attention(const Gpt2Block& block, const Tensor& x, int64_t batch, KvCache* cache,
+                       size_t layer, AttentionTrace* trace) const {
+  const ops::Heads heads = ops::split_heads(block.c_attn(x), batch, config_.n_head);
+  const int64_t t = heads.q.dim(1);
+  Tensor k = heads.k, v = heads.v;
+  if (cache) {
+    ops::kv_append(cache->k[layer], heads.k, cache->length);
+    ops::kv_append(cache->v[layer], heads.v, cache->length);
+    k = cache->k[layer].narrow(1, 0, cache->length + t);
+    v = cache->v[layer].narrow(1, 0, cache->length + t);
+  }
+  const float alpha = 1.0f / std::sqrt(static_cast<float>(config_.head_dim()));
+  const Tensor scores = ops::matmul(heads.q, k, {.trans_b = true, .alpha = alpha});
+  const Tensor probs = ops::softmax_causal(scores, k.dim(1) - t);
+  if (trace) trace->push_back(probs);
+  return block.attn_proj(ops::merge_heads(ops::matmul(probs, v), batch));
+}
+
+Tensor Gpt2::run(std::span<const uint32_t> ids, int64_t batch, KvCache* cache,
+                 AttentionTrace* trace) const {
+  FORGE_CHECK(!ids.empty(), "empty input: at least one token is needed");
+  FORGE_CHECK(batch > 0 && ids.size() % batch == 0, "{} tokens do not fold into {} sequences",
+              ids.size(), batch);
+  FORGE_CHECK(!cache || batch == 1, "the KV cache holds a single sequence");
+  check_ids(ids);
+  const int64_t t = static_cast<int64_t>(ids.size()) / batch;
+  const int64_t pos = cache ? cache->length : 0;
+  FORGE_CHECK(pos + t <= config_.n_ctx,
+              "{} tokens after {} cached exceed the context of {} tokens", t, pos, config_.n_ctx);
+  if (trace) trace->clear();
+  const Tensor id_tensor =
+      Tensor::from_ids(std::vector<uint32_t>(ids.begin(), ids.end()), {batch * t}, device_);
+  Tensor x = embed_(id_tensor, t, pos);
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    const Gpt2Block& b = blocks_[l];
+    x = ops::add(x, attention(b, b.ln_1(x), batch, cache, l, trace));
+    x = ops::add(x, b.mlp_proj(ops::gelu(b.c_fc(b.ln_2(x)))));
+  }
+  if (cache) cache->length += t;
+  return ln_f_(x);
+}
+
+Tensor Gpt2::hidden(std::span<const uint32_t> ids, int64_t batch, AttentionTrace* trace) const {
+  return run(ids, batch, nullptr, trace);
+}
+
+Tensor Gpt2::forward(std::span<const uint32_t> ids, int64_t batch, AttentionTrace* trace) const {
+  return logits_from_hidden(run(ids, batch, nullptr, trace));
+}
+
+Tensor Gpt2::prefill(KvCache& cache, std::span<const uint32_t> ids, AttentionTrace* trace) const {
+  return run(ids, 1, &cache, trace);
+}
+
+Tensor Gpt2::hidden_step(KvCache& cache, uint32_t id, AttentionTrace* trace) const {
+  return run(std::span<const uint32_t>(&id, 1), 1, &cache, trace);
+}
+
+Tensor Gpt2::logits_from_hidden(const Tensor& hidden) const {
+  return ops::matmul(hidden, embed_.wte, {.trans_b = true});
+}
+
+std::vector<TokenProbability> top_probabilities(const Tensor& logits_row, int64_t n) {
+  FORGE_CHECK(logits_row.rank() == 2 && logits_row.dim(0) == 1,
+              "top_probabilities: expected one logits row [1, vocab], got {}",
+              logits_row.describe());
+  const int64_t vocab = logits_row.dim(1);
+  // A causal softmax whose offset lets the single row see every column is a plain softmax.
+  const Tensor probs = ops::softmax_causal(logits_row.reshape({1, 1, vocab}), vocab - 1);
+  const ops::TopN top = ops::topn(probs.reshape({1, vocab}), std::min(n, vocab));
+  const std::vector<uint32_t> ids = top.ids.to_ids();
+  const std::vector<float> values = top.values.to_floats();
+  std::vector<TokenProbability> out;
+  for (size_t i = 0; i < ids.size(); ++i) out.push_back({ids[i], values[i]});
+  return out;
+}
+
+}  // namespace forge

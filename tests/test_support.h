@@ -1,0 +1,50 @@
+// Shared helpers for the test suite: golden data paths, comparisons, devices under test.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "forge/core/error.h"
+#include "forge/core/tensor.h"
+
+namespace forge::test {
+
+inline std::string golden_dir(const std::string& name) {
+  return std::string(FORGE_TEST_DATA) + "/golden/" + name;
+}
+
+inline nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error("test data missing: " + path);
+  return nlohmann::json::parse(in);
+}
+
+/// Largest |a − b| over two equally long vectors.
+inline float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  float worst = 0.0f;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    const float d = std::fabs(a[i] - b[i]);
+    if (!(d <= worst)) worst = std::isnan(d) ? INFINITY : d;
+  }
+  return worst;
+}
+
+/// Asserts that `fn` throws forge::Error whose message contains `needle`.
+template <typename Fn>
+void expect_error(Fn&& fn, const std::string& needle) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected forge::Error containing \"" << needle << "\"";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
+        << "message was: " << e.what();
+  }
+}
+
+}  // namespace forge::test
