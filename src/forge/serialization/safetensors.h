@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,6 +12,8 @@
 #include "forge/core/tensor.h"
 
 namespace forge {
+
+class InputFile;
 
 /// One tensor's header entry, validated against the file: offsets inside the data section,
 /// size = numel × dtype size, no overlaps.
@@ -22,7 +25,11 @@ struct SafetensorsEntry {
 };
 
 /// An opened safetensors file. The header is parsed and validated eagerly, so a truncated,
-/// lying or non-JSON file fails at open() with its path in the message.
+/// lying or non-JSON file fails at open() with its path in the message. Headers over 100 MB are
+/// refused (GPT-2 XL needs tens of KB). Unused bytes between or after tensors are allowed; ranges
+/// that overlap are not. The file stays open, so read() sees the bytes the header described
+/// even if the path is replaced meanwhile; copies share the descriptor, and read() is safe to
+/// call from several threads.
 class SafetensorsFile {
  public:
   static SafetensorsFile open(const std::string& path);
@@ -39,6 +46,7 @@ class SafetensorsFile {
   Tensor read(const std::string& name, const Device& device) const;
 
  private:
+  std::shared_ptr<const InputFile> file_;
   std::string path_;
   uint64_t file_size_ = 0;
   uint64_t data_start_ = 0;
@@ -46,8 +54,10 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
 };
 
-/// Writes tensors (f32 as "F32", u32 as "U32") atomically: a temporary file beside `path`,
-/// fsync, then rename, so a crash never leaves a half-written checkpoint.
+/// Writes tensors (f32 as "F32", u32 as "U32", from any device) atomically: a temporary file
+/// beside `path`, fsync, then rename, so a crash never leaves a half-written checkpoint. The
+/// header lists names sorted, with data in the same order and contiguous, padded with spaces
+/// to a multiple of 8 bytes as HuggingFace does; `__metadata__` is written when non-empty.
 void save_safetensors(const std::string& path,
                       const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata = {});

@@ -1,0 +1,110 @@
+#include "forge/serialization/file_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <system_error>
+
+#include "forge/core/error.h"
+
+namespace forge {
+namespace {
+
+std::string reason(int err) { return std::generic_category().message(err); }
+
+std::string parent_directory(const std::string& path) {
+  const std::size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+}  // namespace
+
+InputFile::InputFile(const std::string& path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  FORGE_CHECK(fd_ >= 0, "cannot open {}: {}", path, reason(errno));
+  struct stat st {};
+  const int stat_rc = ::fstat(fd_, &st);
+  const int err = errno;
+  // The destructor does not run for a throwing constructor, so close here before throwing.
+  if (stat_rc != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd_);
+    fd_ = -1;
+    FORGE_CHECK(stat_rc == 0, "cannot stat {}: {}", path, reason(err));
+    fail("cannot open {}: not a regular file", path);
+  }
+  size_ = static_cast<uint64_t>(st.st_size);
+}
+
+InputFile::~InputFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void InputFile::read_at(uint64_t offset, void* dst, std::size_t bytes) const {
+  FORGE_CHECK(offset <= size_ && bytes <= size_ - offset,
+              "{}: read of {} bytes at offset {} runs past the end of the {}-byte file", path_,
+              bytes, offset, size_);
+  auto* out = static_cast<char*>(dst);
+  std::size_t done = 0;
+  while (done < bytes) {
+    const ssize_t n = ::pread(fd_, out + done, bytes - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    FORGE_CHECK(n >= 0, "cannot read {}: {}", path_, reason(errno));
+    // The size was checked at open, so an early end means the file shrank underneath us.
+    FORGE_CHECK(n > 0, "{}: file ended at byte {} while reading {} bytes at offset {}", path_,
+                offset + done, bytes, offset);
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+AtomicFileWriter::AtomicFileWriter(const std::string& path)
+    : path_(path), tmp_path_(path + ".tmp." + std::to_string(::getpid())) {
+  fd_ = ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  FORGE_CHECK(fd_ >= 0, "cannot create {} (writing {}): {}", tmp_path_, path_, reason(errno));
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (committed_) return;
+  close_fd();
+  ::unlink(tmp_path_.c_str());
+}
+
+void AtomicFileWriter::close_fd() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+void AtomicFileWriter::write(const void* data, std::size_t bytes) {
+  FORGE_CHECK(fd_ >= 0 && !committed_, "{}: write after commit", path_);
+  const auto* in = static_cast<const char*>(data);
+  std::size_t done = 0;
+  while (done < bytes) {
+    const ssize_t n = ::write(fd_, in + done, bytes - done);
+    if (n < 0 && errno == EINTR) continue;
+    FORGE_CHECK(n > 0, "cannot write {} (writing {}): {}", tmp_path_, path_,
+                n < 0 ? reason(errno) : "no progress");
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+void AtomicFileWriter::commit() {
+  FORGE_CHECK(fd_ >= 0 && !committed_, "{}: commit twice", path_);
+  FORGE_CHECK(::fsync(fd_) == 0, "cannot fsync {}: {}", tmp_path_, reason(errno));
+  const int closed = ::close(fd_);
+  fd_ = -1;
+  FORGE_CHECK(closed == 0, "cannot close {}: {}", tmp_path_, reason(errno));
+  FORGE_CHECK(::rename(tmp_path_.c_str(), path_.c_str()) == 0, "cannot rename {} to {}: {}",
+              tmp_path_, path_, reason(errno));
+  committed_ = true;
+  // Make the rename itself durable. It is already visible, so a directory that cannot be
+  // synced (some filesystems refuse) only weakens crash safety and is not worth failing for.
+  const int dir = ::open(parent_directory(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
+  }
+}
+
+}  // namespace forge
