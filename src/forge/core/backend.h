@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "forge/core/tensor.h"
@@ -19,6 +21,24 @@ struct MatmulParams {
   float alpha = 1.0f;
 };
 
+/// Always-on device counters, so a regression in submits or allocations shows in any run.
+/// The CPU backend reports zeros.
+struct Counters {
+  uint64_t dispatches = 0;       // kernels recorded
+  uint64_t submits = 0;          // queue submissions
+  uint64_t buffers_created = 0;  // device buffers actually created (pool misses)
+  uint64_t bytes_allocated = 0;  // bytes of those buffers
+  uint64_t readbacks = 0;        // device→host round trips
+};
+
+/// One piece of a batched download: bytes from `buffer` at `offset` into host memory `dst`.
+struct Download {
+  Buffer* buffer;
+  std::size_t offset;
+  void* dst;
+  std::size_t bytes;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -30,6 +50,17 @@ class Backend {
   virtual void upload(Buffer& dst, std::size_t dst_offset, const void* src,
                       std::size_t bytes) = 0;
   virtual void download(Buffer& src, std::size_t src_offset, void* dst, std::size_t bytes) = 0;
+  /// Several downloads in one device round trip.
+  virtual void download_batch(std::span<const Download> downloads) {
+    for (const Download& d : downloads) download(*d.buffer, d.offset, d.dst, d.bytes);
+  }
+
+  /// Kernels issued between begin_scope() and end_scope() are recorded into one command buffer
+  /// and submitted once (scopes nest; the outermost end submits). A download inside a scope
+  /// rides on that submit. Use DispatchScope rather than calling these directly.
+  virtual void begin_scope() {}
+  virtual void end_scope() {}
+  virtual Counters counters() const { return {}; }
 
   // Kernels. Shape contracts are in ops/ops.h; every tensor here is already checked.
   virtual void copy(const Tensor& out, const Tensor& x) = 0;
@@ -50,6 +81,31 @@ class Backend {
   virtual void kv_append(const Tensor& cache, const Tensor& x, int64_t pos) = 0;
   virtual void argmax(const Tensor& out_ids, const Tensor& x) = 0;
   virtual void topn(const Tensor& out_ids, const Tensor& out_values, const Tensor& x) = 0;
+};
+
+/// RAII dispatch scope on a device: `{ DispatchScope scope(device); ...ops... }` is one submit.
+class DispatchScope {
+ public:
+  explicit DispatchScope(const Device& device) : backend_(device.backend()) {
+    backend_.begin_scope();
+  }
+  // Submits at the end; while unwinding from another error, a second one is dropped.
+  ~DispatchScope() noexcept(false) {
+    if (std::uncaught_exceptions() > unwinding_) {
+      try {
+        backend_.end_scope();
+      } catch (...) {
+      }
+    } else {
+      backend_.end_scope();
+    }
+  }
+  DispatchScope(const DispatchScope&) = delete;
+  DispatchScope& operator=(const DispatchScope&) = delete;
+
+ private:
+  Backend& backend_;
+  int unwinding_ = std::uncaught_exceptions();
 };
 
 }  // namespace forge
