@@ -1,0 +1,85 @@
+#include "cli.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "forge/backend/cpu/cpu_backend.h"
+#include "forge/core/error.h"
+
+namespace forge::cli {
+
+void add_common_options(CLI::App& command, CommonOptions& options) {
+  command.add_option("--backend", options.backend, "cpu, webgpu or auto")
+      ->check(CLI::IsMember({"cpu", "webgpu", "auto"}))
+      ->capture_default_str();
+  command.add_option("--adapter", options.adapter,
+                     "WebGPU adapter: name substring or index (default: FORGE_ADAPTER)");
+  command.add_option("--format", options.format, "text or json")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  command.add_option("--threads", options.threads, "CPU threads (0: FORGE_NUM_THREADS or all)");
+}
+
+void add_model_option(CLI::App& command, std::string& model_dir) {
+  model_dir = FORGE_DEFAULT_MODEL;
+  command.add_option("--model", model_dir, "model directory (config.json, model.safetensors)")
+      ->capture_default_str();
+}
+
+Device open_device(const CommonOptions& options) {
+  if (options.backend == "webgpu") {
+    fail("the WebGPU backend is not available in this build; use --backend cpu");
+  }
+  return options.threads > 0 ? Device(make_cpu_backend(options.threads)) : Device::cpu();
+}
+
+LoadedModel load_model(const std::string& dir, const Device& device, bool quiet) {
+  const bool show = !quiet && isatty(STDERR_FILENO);
+  LoadedModel loaded;
+  loaded.model = std::make_unique<Gpt2>(Gpt2::load(dir, device, [&](int64_t done, int64_t all) {
+    if (show)
+      std::fprintf(stderr, "\rloading %s: %lld/%lld tensors", dir.c_str(),
+                   static_cast<long long>(done), static_cast<long long>(all));
+  }));
+  if (show) std::fprintf(stderr, "\r\033[K");
+  if (std::filesystem::exists(dir + "/vocab.json"))
+    loaded.tokenizer = Tokenizer::from_directory(dir);
+  return loaded;
+}
+
+std::vector<uint32_t> parse_ids(const std::string& text) {
+  std::vector<uint32_t> ids;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    const size_t begin = item.find_first_not_of(" \t");
+    const size_t end = item.find_last_not_of(" \t");
+    FORGE_CHECK(begin != std::string::npos, "empty entry in id list \"{}\"", text);
+    const std::string digits = item.substr(begin, end - begin + 1);
+    FORGE_CHECK(digits.find_first_not_of("0123456789") == std::string::npos && digits.size() <= 10,
+                "\"{}\" in id list is not a token id", digits);
+    const uint64_t value = std::stoull(digits);
+    FORGE_CHECK(value <= 0xFFFFFFFFull, "token id {} is out of range", digits);
+    ids.push_back(static_cast<uint32_t>(value));
+  }
+  FORGE_CHECK(!ids.empty(), "empty id list");
+  return ids;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  FORGE_CHECK(in.good(), "cannot open {}", path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void print_json(const nlohmann::json& value) {
+  std::puts(value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+}
+
+}  // namespace forge::cli

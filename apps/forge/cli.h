@@ -1,0 +1,51 @@
+// Shared pieces of the forge CLI: device choice, model loading, output formatting.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "forge/core/tensor.h"
+#include "forge/models/gpt2/gpt2.h"
+#include "forge/tokenizer/tokenizer.h"
+
+namespace forge::cli {
+
+/// Flags every command takes.
+struct CommonOptions {
+  std::string backend = "auto";  // cpu | webgpu | auto
+  std::string adapter;           // WebGPU adapter name substring or index
+  std::string format = "text";   // text | json
+  int threads = 0;               // CPU threads; 0: FORGE_NUM_THREADS or every core
+  bool json() const { return format == "json"; }
+};
+
+void add_common_options(CLI::App& command, CommonOptions& options);
+void add_model_option(CLI::App& command, std::string& model_dir);
+
+/// The device the flags ask for; "auto" is WebGPU when a real adapter exists, else the CPU.
+Device open_device(const CommonOptions& options);
+
+struct LoadedModel {
+  std::unique_ptr<Gpt2> model;
+  std::unique_ptr<Tokenizer> tokenizer;  // null when the directory has no vocabulary
+};
+/// Loads a model directory, showing progress on stderr when it is a terminal.
+LoadedModel load_model(const std::string& dir, const Device& device, bool quiet);
+
+/// "1,2,3" → ids; errors name the bad entry.
+std::vector<uint32_t> parse_ids(const std::string& text);
+/// The contents of a file; errors name the path.
+std::string read_file(const std::string& path);
+/// Prints JSON on one line to stdout.
+void print_json(const nlohmann::json& value);
+
+void register_generate(CLI::App& app);
+void register_score(CLI::App& app);
+void register_tokenize(CLI::App& app);
+void register_info(CLI::App& app);
+void register_bench(CLI::App& app);
+
+}  // namespace forge::cli

@@ -1,0 +1,128 @@
+// forge bench: prefill and decode speed, against the memory-bandwidth bound measured in the
+// same run (decode of one token must read every weight once).
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "cli.h"
+#include "forge/backend/cpu/bandwidth.h"
+#include "forge/backend/cpu/thread_pool.h"
+#include "forge/core/error.h"
+#include "forge/core/random.h"
+
+namespace forge::cli {
+namespace {
+
+struct BenchArgs {
+  CommonOptions common;
+  std::string model_dir;
+  bool random_model = false;
+  int64_t prompt_tokens = 128;
+  int64_t decode_tokens = 128;
+  int repeats = 3;
+  uint64_t seed = 1;
+};
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void run_bench(const BenchArgs& args) {
+  const Device device = open_device(args.common);
+  const bool use_random =
+      args.random_model || !std::filesystem::exists(args.model_dir + "/config.json");
+  const Gpt2 model = use_random ? Gpt2::init_random(Gpt2Config{}, args.seed, device)
+                                : *load_model(args.model_dir, device, true).model;
+  const Gpt2Config& c = model.config();
+  FORGE_CHECK(args.prompt_tokens >= 1 && args.decode_tokens >= 1 &&
+                  args.prompt_tokens + args.decode_tokens <= c.n_ctx,
+              "prompt ({}) + decode ({}) tokens must fit the context of {}", args.prompt_tokens,
+              args.decode_tokens, c.n_ctx);
+  std::vector<uint32_t> prompt(args.prompt_tokens);
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    prompt[i] = static_cast<uint32_t>(hash64(args.seed, i) % static_cast<uint64_t>(c.vocab_size));
+  }
+
+  double prefill_ms = 1e30, decode_ms = 1e30;
+  for (int r = 0; r < std::max(1, args.repeats); ++r) {
+    KvCache cache = model.new_cache();
+    double t0 = now_ms();
+    Tensor h = model.prefill(cache, prompt);
+    uint32_t id = ops::argmax(model.logits_from_hidden(h.rows(h.dim(0) - 1, h.dim(0)))).to_ids()[0];
+    prefill_ms = std::min(prefill_ms, now_ms() - t0);
+    t0 = now_ms();
+    for (int64_t i = 0; i < args.decode_tokens; ++i) {
+      id = ops::argmax(model.logits_from_hidden(model.hidden_step(cache, id))).to_ids()[0];
+    }
+    decode_ms = std::min(decode_ms, now_ms() - t0);
+  }
+  const double decode_per_token = decode_ms / static_cast<double>(args.decode_tokens);
+
+  // Decode reads every weight once per token (wte twice is avoided: the gather reads one row).
+  const double weight_bytes =
+      4.0 * static_cast<double>(model.num_parameters() - c.n_ctx * c.n_embd);
+  nlohmann::json out = {
+      {"backend", device.name()},
+      {"model", use_random ? "random gpt2-124M shape" : args.model_dir},
+      {"parameters", model.num_parameters()},
+      {"prompt_tokens", args.prompt_tokens},
+      {"decode_tokens", args.decode_tokens},
+      {"prefill_ms", prefill_ms},
+      {"prefill_ms_per_token", prefill_ms / static_cast<double>(args.prompt_tokens)},
+      {"prefill_tokens_per_s", 1000.0 * args.prompt_tokens / prefill_ms},
+      {"decode_ms_per_token", decode_per_token},
+      {"decode_tokens_per_s", 1000.0 / decode_per_token},
+      {"weight_bytes_per_token", weight_bytes}};
+  if (device.is_cpu()) {
+    cpu::ThreadPool pool(args.common.threads);
+    const double gbs = cpu::measure_copy_bandwidth_gbs(pool, size_t{512} << 20);
+    const double bound_ms = weight_bytes / (gbs * 1e9) * 1000.0;
+    out["threads"] = pool.size();
+    out["copy_bandwidth_gbs"] = gbs;
+    out["decode_bound_ms_per_token"] = bound_ms;
+    out["decode_vs_bound"] = decode_per_token / bound_ms;
+  }
+  if (args.common.json()) {
+    print_json(out);
+    return;
+  }
+  std::printf("backend   %s\nmodel     %s (%lld parameters)\n", device.name().c_str(),
+              out["model"].get<std::string>().c_str(),
+              static_cast<long long>(model.num_parameters()));
+  std::printf("prefill   %lld tokens: %.2f ms (%.3f ms/token, %.0f tokens/s)\n",
+              static_cast<long long>(args.prompt_tokens), prefill_ms,
+              prefill_ms / static_cast<double>(args.prompt_tokens),
+              1000.0 * args.prompt_tokens / prefill_ms);
+  std::printf("decode    %lld tokens: %.3f ms/token (%.1f tokens/s)\n",
+              static_cast<long long>(args.decode_tokens), decode_per_token,
+              1000.0 / decode_per_token);
+  if (out.contains("decode_bound_ms_per_token")) {
+    std::printf(
+        "bound     %.1f MB of weights per token at %.1f GB/s copy bandwidth = %.3f ms/token; "
+        "decode is %.2fx the bound\n",
+        weight_bytes / 1e6, out["copy_bandwidth_gbs"].get<double>(),
+        out["decode_bound_ms_per_token"].get<double>(), out["decode_vs_bound"].get<double>());
+  }
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app) {
+  auto args = std::make_shared<BenchArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "prefill and decode speed (a random GPT-2-124M-shaped model when none is given)");
+  add_common_options(*cmd, args->common);
+  cmd->add_option("--model", args->model_dir, "model directory (default: random GPT-2 124M)");
+  cmd->add_flag("--random", args->random_model, "use a random GPT-2-124M-shaped model");
+  cmd->add_option("--prompt-tokens", args->prompt_tokens, "prefill length")->capture_default_str();
+  cmd->add_option("--decode-tokens", args->decode_tokens, "tokens to decode")
+      ->capture_default_str();
+  cmd->add_option("--repeats", args->repeats, "runs; the best is reported")->capture_default_str();
+  cmd->add_option("--seed", args->seed, "seed of the random model and prompt")
+      ->capture_default_str();
+  cmd->callback([args] { run_bench(*args); });
+}
+
+}  // namespace forge::cli

@@ -1,0 +1,73 @@
+// forge info: what a model holds and which backends this machine offers.
+#include <cstdio>
+#include <filesystem>
+
+#include "cli.h"
+#include "forge/models/gpt2/config.h"
+
+namespace forge::cli {
+namespace {
+
+struct InfoArgs {
+  CommonOptions common;
+  std::string model_dir;
+};
+
+nlohmann::json backends_json(const CommonOptions& common) {
+  CommonOptions cpu = common;
+  cpu.backend = "cpu";
+  nlohmann::json list = nlohmann::json::array();
+  list.push_back({{"backend", "cpu"}, {"name", open_device(cpu).name()}});
+  return list;
+}
+
+void run_info(const InfoArgs& args) {
+  nlohmann::json out = {{"backends", backends_json(args.common)}};
+  if (std::filesystem::exists(args.model_dir + "/config.json")) {
+    const Gpt2Config c = Gpt2Config::from_json_file(args.model_dir + "/config.json");
+    const LoadedModel loaded = load_model(args.model_dir, Device::cpu(), args.common.json());
+    const auto weights = std::filesystem::path(args.model_dir) / "model.safetensors";
+    out["model"] = {{"dir", args.model_dir},
+                    {"parameters", loaded.model->num_parameters()},
+                    {"n_layer", c.n_layer},
+                    {"n_head", c.n_head},
+                    {"n_embd", c.n_embd},
+                    {"n_ctx", c.n_ctx},
+                    {"vocab_size", c.vocab_size},
+                    {"size_bytes", std::filesystem::file_size(weights)},
+                    {"tokenizer", loaded.tokenizer ? loaded.tokenizer->kind() : "none"}};
+  }
+  if (args.common.json()) {
+    print_json(out);
+    return;
+  }
+  if (out.contains("model")) {
+    const auto& m = out["model"];
+    std::printf("model      %s\n", args.model_dir.c_str());
+    std::printf("parameters %lld\n", m["parameters"].get<long long>());
+    std::printf("shape      %lld layers, %lld heads, %lld wide, context %lld, vocabulary %lld\n",
+                m["n_layer"].get<long long>(), m["n_head"].get<long long>(),
+                m["n_embd"].get<long long>(), m["n_ctx"].get<long long>(),
+                m["vocab_size"].get<long long>());
+    std::printf("on disk    %.2f MB\n", m["size_bytes"].get<double>() / 1e6);
+    std::printf("tokenizer  %s\n", m["tokenizer"].get<std::string>().c_str());
+  } else {
+    std::printf("model      (none at %s)\n", args.model_dir.c_str());
+  }
+  for (const auto& b : out["backends"]) {
+    std::printf("backend    %s: %s\n", b["backend"].get<std::string>().c_str(),
+                b["name"].get<std::string>().c_str());
+  }
+}
+
+}  // namespace
+
+void register_info(CLI::App& app) {
+  auto args = std::make_shared<InfoArgs>();
+  CLI::App* cmd = app.add_subcommand("info", "model parameters, size and available backends");
+  add_common_options(*cmd, args->common);
+  add_model_option(*cmd, args->model_dir);
+  cmd->callback([args] { run_info(*args); });
+}
+
+}  // namespace forge::cli
