@@ -41,8 +41,9 @@ TEST_P(Gpt2Golden, LogitsHiddenStatesAndAttentionMatchHuggingFace) {
     const std::vector<uint32_t> tokens = ids(k);
     AttentionTrace trace;
     const Tensor hidden = model.hidden(tokens, 1, &trace);
-    EXPECT_LE(max_abs_diff(hidden.to_floats(), ref.read("hidden." + std::to_string(k), cpu).to_floats()),
-              1e-4f);
+    EXPECT_LE(
+        max_abs_diff(hidden.to_floats(), ref.read("hidden." + std::to_string(k), cpu).to_floats()),
+        1e-4f);
     const Tensor logits = model.logits_from_hidden(hidden);
     const std::string full = "logits." + std::to_string(k);
     if (ref.contains(full)) {
@@ -97,7 +98,9 @@ std::vector<GoldenCase> golden_cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Golden, Gpt2Golden, ::testing::ValuesIn(golden_cases()),
-                         [](const auto& info) { return info.param.name + "_" + info.param.device; });
+                         [](const auto& info) {
+                           return info.param.name + "_" + info.param.device;
+                         });
 
 }  // namespace
 }  // namespace forge
