@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The README's main command: set up, build the CLI, and generate with the shipped model on the
+# best backend available (WebGPU when a real GPU adapter exists, else the CPU).
+#   scripts/generate.sh [forge generate flags]     e.g. --prompt "ROMAN:" --max-tokens 200
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bash "$root/scripts/setup.sh" >&2
+FORGE_BUILD_TARGETS=forge_cli bash "$root/scripts/build.sh" -DFORGE_BUILD_TESTS=OFF -DFORGE_BUILD_BENCH=OFF >&2
+build="${FORGE_BUILD_DIR:-$root/build}"
+if [ $# -eq 0 ]; then
+  set -- --prompt "The " --max-tokens 200 --temperature 0.8 --top-k 40
+fi
+exec "$build/forge" generate --backend auto "$@"
