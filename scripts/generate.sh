@@ -5,7 +5,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/scripts/setup.sh" >&2
-FORGE_BUILD_TARGETS=forge_cli bash "$root/scripts/build.sh" -DFORGE_BUILD_TESTS=OFF -DFORGE_BUILD_BENCH=OFF >&2
+FORGE_BUILD_TARGETS=forge_cli bash "$root/scripts/build.sh" >&2
 build="${FORGE_BUILD_DIR:-$root/build}"
 if [ $# -eq 0 ]; then
   set -- --prompt "The " --max-tokens 200 --temperature 0.8 --top-k 40

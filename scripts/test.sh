@@ -3,6 +3,6 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/scripts/setup.sh"
-bash "$root/scripts/build.sh" "$@"
+bash "$root/scripts/build.sh" -DFORGE_BUILD_TESTS=ON -DFORGE_BUILD_BENCH=ON "$@"
 build="${FORGE_BUILD_DIR:-$root/build}"
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)" --timeout 900
