@@ -114,6 +114,8 @@ std::vector<float> Tensor::to_floats() const {
   FORGE_CHECK(dtype_ == DType::F32, "to_floats() on {}", describe());
   const Tensor src = is_contiguous() ? *this : to(device_);
   std::vector<float> values(numel());
+  // An empty vector's data() may be null, which memcpy must never see, even for 0 bytes.
+  if (values.empty()) return values;
   src.device_.backend().download(*src.buffer_, src.offset_ * 4, values.data(), values.size() * 4);
   return values;
 }
@@ -122,6 +124,7 @@ std::vector<uint32_t> Tensor::to_ids() const {
   FORGE_CHECK(dtype_ == DType::U32, "to_ids() on {}", describe());
   const Tensor src = is_contiguous() ? *this : to(device_);
   std::vector<uint32_t> ids(numel());
+  if (ids.empty()) return ids;  // see to_floats()
   src.device_.backend().download(*src.buffer_, src.offset_ * 4, ids.data(), ids.size() * 4);
   return ids;
 }
@@ -130,6 +133,7 @@ void Tensor::write(const void* src, std::size_t bytes) {
   FORGE_CHECK(is_contiguous(), "write() into strided tensor {}", describe());
   FORGE_CHECK(bytes == static_cast<std::size_t>(numel()) * dtype_size(dtype_),
               "write() of {} bytes into {}", bytes, describe());
+  if (bytes == 0) return;  // `src` may be null for an empty tensor
   device_.backend().upload(*buffer_, offset_ * dtype_size(dtype_), src, bytes);
 }
 
