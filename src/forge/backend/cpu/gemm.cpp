@@ -1,0 +1,412 @@
+// The fast GEMM behind cpu::gemm (contract: cpu::Gemm in reference.h, held to ref::gemm by
+// tests/cpu_kernels_test.cpp).
+//
+// m > 1 follows the BLIS loop nest:
+//   for each column block jc (≤ kMaxNC) of op(b):
+//     for each depth block pc (≤ kMaxKC): pack op(b)[pc.., jc..] into NR-wide panels   (L2/L3)
+//       for each row block ic (≤ kMaxMC): pack op(a)[ic.., pc..] into MR-tall panels   (L2)
+//         for each NR panel, for each MR panel: the MR×NR micro-kernel over kc       (B in L1)
+// Packing absorbs transposes, leading dimensions and ragged edges (zero padding), so the
+// micro-kernel sees a single layout. Threads take disjoint output tiles and run the nest
+// independently with their own packing buffers: no barrier inside a GEMM.
+//
+// m = 1 (decode) is a matrix-vector product bound by reading b once, so it skips packing and
+// streams b straight from memory, split over threads by output column.
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "forge/backend/cpu/isa.h"
+#include "forge/backend/cpu/kernels.h"
+#include "forge/backend/cpu/simd_avx2.h"
+#include "forge/backend/cpu/thread_pool.h"
+#include "forge/core/error.h"
+
+namespace forge::cpu {
+namespace {
+
+constexpr int64_t kMR = 6, kNR = 16;  // 12 ymm accumulators + 2 for b + 1 broadcast of a
+constexpr int64_t kMaxKC = 256;       // a 256×16 b panel (16 KiB) stays in L1
+constexpr int64_t kMaxMC = 144;       // a 144×256 block of a (144 KiB) stays in L2
+constexpr int64_t kMaxNC = 2048;      // a 256×2048 block of b (2 MiB) stays in L3
+// Below this many multiply-adds a GEMM runs on the calling thread: waking the pool costs more.
+constexpr int64_t kParallelMacs = int64_t{1} << 18;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+struct Range {
+  int64_t begin, end;
+};
+
+/// Piece t of `parts` near-equal pieces of [0, n) whose boundaries are multiples of `align`.
+Range split(int64_t n, int64_t parts, int64_t t, int64_t align) {
+  const int64_t units = ceil_div(n, align);
+  return {std::min(n, units * t / parts * align), std::min(n, units * (t + 1) / parts * align)};
+}
+
+/// The largest block ≤ max_block (a multiple of `align`) that cuts n into equal blocks, so
+/// k = 300 becomes two blocks of 150 rather than 256 + 44.
+int64_t block_size(int64_t n, int64_t max_block, int64_t align) {
+  return round_up(ceil_div(n, ceil_div(n, max_block)), align);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Packing.
+
+/// ap[r·kc·MR + p·MR + i] = op(a)[i0 + r·MR + i, p0 + p] for p < kc, rows past mc zero.
+void pack_a(float* ap, const Gemm& g, const float* a, int64_t i0, int64_t mc, int64_t p0,
+            int64_t kc) {
+  for (int64_t r = 0; r < mc; r += kMR, ap += kc * kMR) {
+    const int64_t rows = std::min(kMR, mc - r);
+    if (rows < kMR) std::fill(ap, ap + kc * kMR, 0.0f);
+    if (g.trans_a) {  // op(a) rows are columns of a: each p is a contiguous run of `rows`
+      for (int64_t p = 0; p < kc; ++p) {
+        const float* src = a + (p0 + p) * g.lda + i0 + r;
+        for (int64_t i = 0; i < rows; ++i) ap[p * kMR + i] = src[i];
+      }
+    } else {
+      for (int64_t i = 0; i < rows; ++i) {
+        const float* src = a + (i0 + r + i) * g.lda + p0;
+        for (int64_t p = 0; p < kc; ++p) ap[p * kMR + i] = src[p];
+      }
+    }
+  }
+}
+
+/// bp[q·kc·NR + p·NR + j] = op(b)[p0 + p, j0 + q·NR + j] for p < kc, columns past nc zero.
+void pack_b(float* bp, const Gemm& g, const float* b, int64_t j0, int64_t nc, int64_t p0,
+            int64_t kc) {
+  for (int64_t q = 0; q < nc; q += kNR, bp += kc * kNR) {
+    const int64_t cols = std::min(kNR, nc - q);
+    if (cols < kNR) std::fill(bp, bp + kc * kNR, 0.0f);
+    if (g.trans_b) {  // op(b) columns are rows of b: read each row contiguously
+      for (int64_t j = 0; j < cols; ++j) {
+        const float* src = b + (j0 + q + j) * g.ldb + p0;
+        for (int64_t p = 0; p < kc; ++p) bp[p * kNR + j] = src[p];
+      }
+    } else {
+      for (int64_t p = 0; p < kc; ++p) {
+        const float* src = b + (p0 + p) * g.ldb + j0 + q;
+        for (int64_t j = 0; j < cols; ++j) bp[p * kNR + j] = src[j];
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Micro-kernels: acc[MR×NR] = Σ_p ap[p·MR + i] · bp[p·NR + j] over packed panels of depth kc,
+// then the top-left mr×nr of c becomes alpha·acc + bias (first depth block) or gains alpha·acc.
+
+struct Tile {
+  float* c;
+  int64_t ldc;
+  int64_t mr, nr;
+  bool accumulate;
+  float alpha;
+  const float* bias;  // bias for the tile's first column, or null
+};
+
+using MicroKernel = void (*)(int64_t kc, const float* ap, const float* bp, const Tile& t);
+
+void store_tile(const float* acc, const Tile& t) {
+  for (int64_t i = 0; i < t.mr; ++i) {
+    float* c = t.c + i * t.ldc;
+    for (int64_t j = 0; j < t.nr; ++j) {
+      const float v = t.alpha * acc[i * kNR + j];
+      c[j] = t.accumulate ? c[j] + v : v + (t.bias ? t.bias[j] : 0.0f);
+    }
+  }
+}
+
+void micro_portable(int64_t kc, const float* ap, const float* bp, const Tile& t) {
+  float acc[kMR * kNR] = {};
+  for (int64_t p = 0; p < kc; ++p) {
+    for (int64_t i = 0; i < kMR; ++i) {
+      for (int64_t j = 0; j < kNR; ++j) acc[i * kNR + j] += ap[p * kMR + i] * bp[p * kNR + j];
+    }
+  }
+  store_tile(acc, t);
+}
+
+FORGE_AVX2 void micro_avx2(int64_t kc, const float* ap, const float* bp, const Tile& t) {
+  __m256 acc[kMR][2];
+  for (auto& row : acc) row[0] = row[1] = _mm256_setzero_ps();
+  for (int64_t p = 0; p < kc; ++p, ap += kMR, bp += kNR) {
+    const __m256 b0 = _mm256_load_ps(bp);
+    const __m256 b1 = _mm256_load_ps(bp + 8);
+#pragma GCC unroll 6
+    for (int64_t i = 0; i < kMR; ++i) {
+      const __m256 ai = _mm256_broadcast_ss(ap + i);
+      acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
+    }
+  }
+  if (t.mr < kMR || t.nr < kNR) {  // ragged edge: finish through memory
+    alignas(32) float spill[kMR * kNR];
+    for (int64_t i = 0; i < kMR; ++i) {
+      _mm256_store_ps(spill + i * kNR, acc[i][0]);
+      _mm256_store_ps(spill + i * kNR + 8, acc[i][1]);
+    }
+    store_tile(spill, t);
+    return;
+  }
+  const __m256 alpha = _mm256_set1_ps(t.alpha);
+  for (int64_t i = 0; i < kMR; ++i) {
+    for (int64_t h = 0; h < 2; ++h) {
+      float* c = t.c + i * t.ldc + 8 * h;
+      __m256 v = _mm256_mul_ps(alpha, acc[i][h]);
+      if (t.accumulate) {
+        v = _mm256_add_ps(v, _mm256_loadu_ps(c));
+      } else if (t.bias) {
+        v = _mm256_add_ps(v, _mm256_loadu_ps(t.bias + 8 * h));
+      }
+      _mm256_storeu_ps(c, v);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Matrix-vector kernels (m = 1): out[j] = alpha · Σ_p x[p] · op(b)[p, j] + bias[j], j ∈ cols,
+// x contiguous [k].
+
+using GemvKernel = void (*)(float* out, const float* x, const float* b, int64_t ldb, int64_t k,
+                            Range cols, float alpha, const float* bias);
+
+float finish(float acc, float alpha, const float* bias, int64_t j) {
+  return alpha * acc + (bias ? bias[j] : 0.0f);
+}
+
+/// trans_b: out[j] = x · b[j, :], a dot product per row of b.
+void gemv_t_portable(float* out, const float* x, const float* b, int64_t ldb, int64_t k,
+                     Range cols, float alpha, const float* bias) {
+  for (int64_t j = cols.begin; j < cols.end; ++j) {
+    const float* row = b + j * ldb;
+    float lanes[8] = {};  // independent partial sums, so the compiler may vectorise
+    int64_t p = 0;
+    for (; p + 8 <= k; p += 8) {
+      for (int64_t l = 0; l < 8; ++l) lanes[l] += x[p + l] * row[p + l];
+    }
+    float acc = 0.0f;
+    for (; p < k; ++p) acc += x[p] * row[p];
+    for (float l : lanes) acc += l;
+    out[j] = finish(acc, alpha, bias, j);
+  }
+}
+
+/// Columns per pass of the axpy form: this much of out stays in L1 while b's rows stream by.
+constexpr int64_t kGemvBlock = 512;
+
+/// Not transposed: out[cols] = Σ_p x[p] · b[p, cols], rows of b streamed through out.
+void gemv_n_portable(float* out, const float* x, const float* b, int64_t ldb, int64_t k,
+                     Range cols, float alpha, const float* bias) {
+  for (int64_t j0 = cols.begin; j0 < cols.end; j0 += kGemvBlock) {
+    const int64_t j1 = std::min(cols.end, j0 + kGemvBlock);
+    std::fill(out + j0, out + j1, 0.0f);
+    for (int64_t p = 0; p < k; ++p) {
+      const float* row = b + p * ldb;
+      for (int64_t j = j0; j < j1; ++j) out[j] += x[p] * row[j];
+    }
+    for (int64_t j = j0; j < j1; ++j) out[j] = finish(out[j], alpha, bias, j);
+  }
+}
+
+FORGE_AVX2 float dot_avx2(const float* x, const float* y, int64_t k) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+  int64_t p = 0;
+  for (; p + 16 <= k; p += 16) {
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + p), _mm256_loadu_ps(y + p), s0);
+    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + p + 8), _mm256_loadu_ps(y + p + 8), s1);
+  }
+  float acc = avx2::hsum(_mm256_add_ps(s0, s1));
+  for (; p < k; ++p) acc += x[p] * y[p];
+  return acc;
+}
+
+/// Four rows of b per pass share each load of x; two accumulators per row hide FMA latency.
+FORGE_AVX2 void gemv_t_avx2(float* out, const float* x, const float* b, int64_t ldb, int64_t k,
+                            Range cols, float alpha, const float* bias) {
+  int64_t j = cols.begin;
+  for (; j + 4 <= cols.end; j += 4) {
+    const float* r[4] = {b + j * ldb, b + (j + 1) * ldb, b + (j + 2) * ldb, b + (j + 3) * ldb};
+    __m256 s[4][2];
+    for (auto& si : s) si[0] = si[1] = _mm256_setzero_ps();
+    int64_t p = 0;
+    for (; p + 16 <= k; p += 16) {
+      const __m256 x0 = _mm256_loadu_ps(x + p), x1 = _mm256_loadu_ps(x + p + 8);
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q) {
+        s[q][0] = _mm256_fmadd_ps(_mm256_loadu_ps(r[q] + p), x0, s[q][0]);
+        s[q][1] = _mm256_fmadd_ps(_mm256_loadu_ps(r[q] + p + 8), x1, s[q][1]);
+      }
+    }
+    for (int q = 0; q < 4; ++q) {
+      float acc = avx2::hsum(_mm256_add_ps(s[q][0], s[q][1]));
+      for (int64_t t = p; t < k; ++t) acc += x[t] * r[q][t];
+      out[j + q] = finish(acc, alpha, bias, j + q);
+    }
+  }
+  for (; j < cols.end; ++j) out[j] = finish(dot_avx2(x, b + j * ldb, k), alpha, bias, j);
+}
+
+/// Four rows of b per pass, so each element of out is loaded and stored once per four rows.
+FORGE_AVX2 void gemv_n_avx2(float* out, const float* x, const float* b, int64_t ldb, int64_t k,
+                            Range cols, float alpha, const float* bias) {
+  for (int64_t j0 = cols.begin; j0 < cols.end; j0 += kGemvBlock) {
+    const int64_t j1 = std::min(cols.end, j0 + kGemvBlock);
+    std::fill(out + j0, out + j1, 0.0f);
+    int64_t p = 0;
+    for (; p + 4 <= k; p += 4) {
+      const float* r0 = b + p * ldb;
+      const float *r1 = r0 + ldb, *r2 = r1 + ldb, *r3 = r2 + ldb;
+      const __m256 x0 = _mm256_set1_ps(x[p]), x1 = _mm256_set1_ps(x[p + 1]);
+      const __m256 x2 = _mm256_set1_ps(x[p + 2]), x3 = _mm256_set1_ps(x[p + 3]);
+      int64_t j = j0;
+      for (; j + 8 <= j1; j += 8) {
+        __m256 y = _mm256_loadu_ps(out + j);
+        y = _mm256_fmadd_ps(x0, _mm256_loadu_ps(r0 + j), y);
+        y = _mm256_fmadd_ps(x1, _mm256_loadu_ps(r1 + j), y);
+        y = _mm256_fmadd_ps(x2, _mm256_loadu_ps(r2 + j), y);
+        y = _mm256_fmadd_ps(x3, _mm256_loadu_ps(r3 + j), y);
+        _mm256_storeu_ps(out + j, y);
+      }
+      for (; j < j1; ++j) {
+        out[j] += x[p] * r0[j] + x[p + 1] * r1[j] + x[p + 2] * r2[j] + x[p + 3] * r3[j];
+      }
+    }
+    for (; p < k; ++p) {
+      const float* row = b + p * ldb;
+      for (int64_t j = j0; j < j1; ++j) out[j] += x[p] * row[j];
+    }
+    for (int64_t j = j0; j < j1; ++j) out[j] = finish(out[j], alpha, bias, j);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Drivers.
+
+struct Kernels {
+  MicroKernel micro;
+  GemvKernel gemv_t, gemv_n;
+};
+
+Kernels kernels_for(Isa isa) {
+  if (isa == Isa::Avx2) return {micro_avx2, gemv_t_avx2, gemv_n_avx2};
+  return {micro_portable, gemv_t_portable, gemv_n_portable};
+}
+
+struct FreeDeleter {
+  void operator()(float* p) const { std::free(p); }
+};
+
+/// Each thread's packing buffers, allocated on first use and kept for the thread's life.
+struct Scratch {
+  std::unique_ptr<float, FreeDeleter> a, b;
+  std::vector<float> x;  // op(a)'s row for the m = 1 path when a is transposed
+
+  static Scratch& local() {
+    thread_local Scratch s;
+    if (!s.a) {
+      s.a.reset(static_cast<float*>(std::aligned_alloc(64, kMaxMC * kMaxKC * sizeof(float))));
+      s.b.reset(static_cast<float*>(std::aligned_alloc(64, kMaxKC * kMaxNC * sizeof(float))));
+      FORGE_CHECK(s.a && s.b, "out of host memory for GEMM packing buffers");
+    }
+    return s;
+  }
+};
+
+/// out[rows, cols] of one batch slice through the packed loop nest.
+void gemm_tile(const Gemm& g, int64_t bi, Range rows, Range cols, MicroKernel micro) {
+  const float* a = g.a + bi * g.stride_a;
+  const float* b = g.b + bi * g.stride_b;
+  float* out = g.out + bi * g.stride_out;
+  Scratch& s = Scratch::local();
+  const int64_t nc_max = block_size(cols.end - cols.begin, kMaxNC, kNR);
+  const int64_t kc_max = block_size(g.k, kMaxKC, 1);
+  const int64_t mc_max = block_size(rows.end - rows.begin, kMaxMC, kMR);
+  for (int64_t jc = cols.begin; jc < cols.end; jc += nc_max) {
+    const int64_t nc = std::min(nc_max, cols.end - jc);
+    for (int64_t pc = 0; pc < g.k; pc += kc_max) {
+      const int64_t kc = std::min(kc_max, g.k - pc);
+      pack_b(s.b.get(), g, b, jc, nc, pc, kc);
+      for (int64_t ic = rows.begin; ic < rows.end; ic += mc_max) {
+        const int64_t mc = std::min(mc_max, rows.end - ic);
+        pack_a(s.a.get(), g, a, ic, mc, pc, kc);
+        for (int64_t jr = 0; jr < nc; jr += kNR) {
+          for (int64_t ir = 0; ir < mc; ir += kMR) {
+            const Tile t{out + (ic + ir) * g.ldo + jc + jr, g.ldo, std::min(kMR, mc - ir),
+                         std::min(kNR, nc - jr), pc > 0, g.alpha,
+                         g.bias ? g.bias + jc + jr : nullptr};
+            micro(kc, s.a.get() + ir * kc, s.b.get() + jr * kc, t);
+          }
+        }
+      }
+    }
+  }
+}
+
+/// out[0, cols] of one batch slice when m = 1.
+void gemv_tile(const Gemm& g, int64_t bi, Range cols, const Kernels& kern) {
+  const float* a = g.a + bi * g.stride_a;
+  const float* x = a;
+  if (g.trans_a && g.lda != 1) {  // op(a)'s only row is a strided column of a: gather it
+    std::vector<float>& buf = Scratch::local().x;
+    buf.resize(g.k);
+    for (int64_t p = 0; p < g.k; ++p) buf[p] = a[p * g.lda];
+    x = buf.data();
+  }
+  const GemvKernel gemv = g.trans_b ? kern.gemv_t : kern.gemv_n;
+  gemv(g.out + bi * g.stride_out, x, g.b + bi * g.stride_b, g.ldb, g.k, cols, g.alpha, g.bias);
+}
+
+/// How many tiles to cut each batch slice into: at least one per thread overall, and a total
+/// that divides evenly among the threads unless that would make tiles needlessly small.
+int64_t splits_per_slice(int64_t batch, int64_t threads) {
+  int64_t s = 1;
+  while (batch * s < threads || ((batch * s) % threads != 0 && batch * s < 4 * threads)) ++s;
+  return s;
+}
+
+}  // namespace
+
+void gemm(ThreadPool& pool, const Gemm& g) {
+  if (g.batch <= 0 || g.m <= 0 || g.n <= 0) return;
+  if (g.k == 0) {  // an empty sum: only the bias remains
+    for (int64_t bi = 0; bi < g.batch; ++bi) {
+      for (int64_t i = 0; i < g.m; ++i) {
+        float* row = g.out + bi * g.stride_out + i * g.ldo;
+        for (int64_t j = 0; j < g.n; ++j) row[j] = g.bias ? g.bias[j] : 0.0f;
+      }
+    }
+    return;
+  }
+  const Kernels kern = kernels_for(active_isa());
+  const bool big = g.batch * g.m * g.n * g.k >= kParallelMacs;
+  const int64_t splits = big ? splits_per_slice(g.batch, pool.size()) : 1;
+  if (g.m == 1) {
+    // Column pieces of whole cache lines, so threads never write to the same line of out.
+    const int64_t align = 16;
+    const int64_t pieces = std::min(splits, ceil_div(g.n, align));
+    pool.parallel_for(g.batch * pieces, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        gemv_tile(g, t / pieces, split(g.n, pieces, t % pieces, align), kern);
+      }
+    });
+    return;
+  }
+  // Cut columns first (each tile then packs a disjoint part of b, usually the weights), keeping
+  // tiles at least 4 panels wide; cut rows for the rest.
+  const int64_t col_tiles = std::min(splits, std::max<int64_t>(1, ceil_div(g.n, kNR) / 4));
+  const int64_t row_tiles = std::min(ceil_div(splits, col_tiles), ceil_div(g.m, kMR));
+  const int64_t tiles = row_tiles * col_tiles;
+  pool.parallel_for(g.batch * tiles, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t tile = t % tiles;
+      gemm_tile(g, t / tiles, split(g.m, row_tiles, tile / col_tiles, kMR),
+                split(g.n, col_tiles, tile % col_tiles, kNR), kern.micro);
+    }
+  });
+}
+
+}  // namespace forge::cpu
