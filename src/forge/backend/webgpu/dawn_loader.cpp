@@ -1,0 +1,115 @@
+#include "forge/backend/webgpu/dawn_loader.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <vector>
+
+#include "forge/core/error.h"
+
+#ifndef FORGE_DAWN_DEFAULT_LIB
+#define FORGE_DAWN_DEFAULT_LIB ""
+#endif
+#ifndef FORGE_VULKAN_DEFAULT_LIB
+#define FORGE_VULKAN_DEFAULT_LIB ""
+#endif
+
+namespace forge::gpu {
+namespace {
+
+std::string executable_dir() {
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : exe.parent_path().string();
+}
+
+// Dawn dlopens "libvulkan.so.1" by soname; a copy we load first with RTLD_GLOBAL satisfies that
+// lookup, which lets a machine with a GPU driver but no loader (the H200 box) use a carried one.
+std::string preload_vulkan() {
+  if (dlopen("libvulkan.so.1", RTLD_NOW | RTLD_GLOBAL)) return "system libvulkan.so.1";
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("FORGE_VULKAN_LIB")) candidates.emplace_back(env);
+  if (*FORGE_VULKAN_DEFAULT_LIB) candidates.emplace_back(FORGE_VULKAN_DEFAULT_LIB);
+  candidates.push_back(executable_dir() + "/libvulkan.so.1");
+  for (const auto& path : candidates) {
+    if (dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL)) return path;
+  }
+  return "";
+}
+
+struct Loaded {
+  DawnProcs procs;
+  std::string error;
+};
+
+Loaded load() {
+  Loaded out;
+  out.procs.vulkan_loader = preload_vulkan();
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("FORGE_DAWN_LIB")) candidates.emplace_back(env);
+  if (*FORGE_DAWN_DEFAULT_LIB) candidates.emplace_back(FORGE_DAWN_DEFAULT_LIB);
+  candidates.push_back(executable_dir() + "/libwebgpu_wrapper.so");
+  void* lib = nullptr;
+  std::string tried;
+  for (const auto& path : candidates) {
+    // RTLD_LOCAL: Dawn bundles abseil and SPIRV-Tools, which must not interpose on anything else.
+    lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (lib) {
+      out.procs.path = path;
+      break;
+    }
+    tried += fmt::format("\n  {}: {}", path, dlerror());
+  }
+  if (!lib) {
+    out.error = fmt::format(
+        "WebGPU is unavailable: the Dawn library (libwebgpu_wrapper.so from npm "
+        "bun-webgpu-linux-x64@0.1.7) was not found. Run scripts/setup.sh, or set FORGE_DAWN_LIB "
+        "to its path. Tried:{}",
+        tried);
+    return out;
+  }
+  std::string missing;
+  auto sym = [&](const char* name) {
+    void* p = dlsym(lib, name);
+    if (!p) missing += std::string(" ") + name;
+    return p;
+  };
+#define FORGE_DAWN_LOAD(name) \
+  out.procs.name = reinterpret_cast<decltype(out.procs.name)>(sym("wgpu" #name));
+  FORGE_DAWN_PROCS(FORGE_DAWN_LOAD)
+  FORGE_DAWN_LOAD(CreateInstance)
+  FORGE_DAWN_LOAD(GetInstanceCapabilities)
+#undef FORGE_DAWN_LOAD
+  if (!missing.empty()) {
+    out.error = fmt::format("WebGPU is unavailable: {} lacks{} (expected Dawn of June 2025, npm "
+                            "bun-webgpu-linux-x64@0.1.7)",
+                            out.procs.path, missing);
+  }
+  return out;
+}
+
+const Loaded& loaded() {
+  static const Loaded l = load();
+  return l;
+}
+
+}  // namespace
+
+const DawnProcs* try_dawn(std::string* why) {
+  const Loaded& l = loaded();
+  if (!l.error.empty()) {
+    if (why) *why = l.error;
+    return nullptr;
+  }
+  return &l.procs;
+}
+
+const DawnProcs& dawn() {
+  std::string why;
+  const DawnProcs* p = try_dawn(&why);
+  if (!p) throw Error(why);
+  return *p;
+}
+
+}  // namespace forge::gpu

@@ -1,0 +1,64 @@
+// The m = 1 (decode) path of matmul, same Params and bindings: out[j] = alpha · Σ_p a[p]·B(p, j)
+// + bias[j]. A tiled matmul would waste BM−1 of its rows here. Batch rides in z.
+struct Params {
+  m: u32, n: u32, k: u32, flags: u32,
+  lda: u32, ldb: u32, ldo: u32, alpha: f32,
+  off_a: u32, off_b: u32, off_out: u32, off_bias: u32,
+  stride_a: u32, stride_b: u32, stride_out: u32, pad: u32,
+}
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> a: array<f32>;
+@group(0) @binding(2) var<storage, read> b: array<f32>;
+@group(0) @binding(3) var<storage, read> bias: array<f32>;
+@group(0) @binding(4) var<storage, read_write> out: array<f32>;
+
+var<workgroup> partial: array<f32, 256>;
+
+fn a_at(base: u32, i: u32) -> f32 {
+  // a is [1, k], or [k, 1] with trans_a (then consecutive p are lda apart).
+  if ((p.flags & 1u) != 0u) { return a[base + i * p.lda]; }
+  return a[base + i];
+}
+
+fn finish(j: u32, sum: f32, z: u32) {
+  var v = p.alpha * sum;
+  if ((p.flags & 4u) != 0u) { v += bias[p.off_bias + j]; }
+  out[p.off_out + z * p.stride_out + j] = v;
+}
+
+// b [k, n]: 64 columns × 4 slices of k per workgroup; a row of b is read contiguously.
+@compute @workgroup_size(64, 4, 1)
+fn columns(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u) {
+  let j = wid.x * 64u + lid.x;
+  let base_a = p.off_a + wid.z * p.stride_a;
+  let base_b = p.off_b + wid.z * p.stride_b;
+  var sum = 0.0;
+  if (j < p.n) {
+    for (var i = lid.y; i < p.k; i += 4u) { sum = fma(a_at(base_a, i), b[base_b + i * p.ldb + j], sum); }
+  }
+  partial[lid.y * 64u + lid.x] = sum;
+  workgroupBarrier();
+  if (lid.y == 0u && j < p.n) {
+    finish(j, partial[lid.x] + partial[64u + lid.x] + partial[128u + lid.x] + partial[192u + lid.x], wid.z);
+  }
+}
+
+// b [n, k] (trans_b, e.g. the tied LM head over wte): 8 rows × 32 lanes per workgroup.
+@compute @workgroup_size(32, 8, 1)
+fn rows(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u) {
+  let j = wid.x * 8u + lid.y;
+  let base_a = p.off_a + wid.z * p.stride_a;
+  let base_b = p.off_b + wid.z * p.stride_b;
+  var sum = 0.0;
+  if (j < p.n) {
+    for (var i = lid.x; i < p.k; i += 32u) { sum = fma(a_at(base_a, i), b[base_b + j * p.ldb + i], sum); }
+  }
+  let slot = lid.y * 32u + lid.x;
+  partial[slot] = sum;
+  workgroupBarrier();
+  for (var s = 16u; s > 0u; s = s >> 1u) {
+    if (lid.x < s) { partial[slot] += partial[slot + s]; }
+    workgroupBarrier();
+  }
+  if (lid.x == 0u && j < p.n) { finish(j, partial[slot], wid.z); }
+}

@@ -1,0 +1,502 @@
+#include "forge/backend/webgpu/webgpu_backend.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <mutex>
+
+#include "forge/core/error.h"
+
+namespace forge {
+namespace gpu {
+std::string_view wgsl_source(std::string_view name);  // generated from kernels/*.wgsl
+}  // namespace gpu
+
+namespace {
+
+class WebGpuBuffer final : public Buffer {
+ public:
+  WebGpuBuffer(std::shared_ptr<gpu::Buffer> gpu, std::size_t bytes)
+      : gpu_(std::move(gpu)), bytes_(bytes) {}
+  std::size_t bytes() const override { return bytes_; }
+  const gpu::Buffer& gpu() const { return *gpu_; }
+
+ private:
+  std::shared_ptr<gpu::Buffer> gpu_;
+  std::size_t bytes_;
+};
+
+const gpu::Buffer& gpu_of(const Buffer& b) { return static_cast<const WebGpuBuffer&>(b).gpu(); }
+
+uint32_t u32(int64_t v) {
+  FORGE_CHECK(v >= 0 && v <= 0xffffffffll, "WebGPU: {} does not fit a 32-bit kernel parameter", v);
+  return static_cast<uint32_t>(v);
+}
+
+/// A storage binding over elements [begin, end) of a buffer, and where element `begin` sits in
+/// it: bindings start at the device's offset alignment, so the kernel gets an element offset.
+struct View {
+  gpu::Binding binding;
+  uint32_t offset;
+};
+
+/// Elements [first, last) that a tensor touches.
+std::pair<int64_t, int64_t> extent(const Tensor& t) {
+  int64_t last = t.offset() + 1;
+  for (int i = 0; i < t.rank(); ++i) last += (t.dim(i) - 1) * t.stride(i);
+  if (t.numel() == 0) last = t.offset() + 1;
+  return {t.offset(), last};
+}
+
+class WebGpuBackend final : public Backend {
+ public:
+  explicit WebGpuBackend(const WebGpuOptions& options) : ctx_(gpu::create_context(options)) {
+    dummy_ = ctx_->buffer(256);
+    status_ = ctx_->buffer(256);
+    const uint32_t zero[4] = {};
+    ctx_->write(*dummy_, 0, zero, sizeof zero);
+    ctx_->write(*status_, 0, zero, sizeof zero);
+  }
+
+  const gpu::Context& context() const { return *ctx_; }
+
+  BackendKind kind() const override { return BackendKind::WebGpu; }
+  std::string name() const override {
+    return "webgpu (" + ctx_->adapter().name + ", " + ctx_->adapter().backend + ")";
+  }
+
+  std::shared_ptr<Buffer> allocate(std::size_t bytes) override {
+    return std::make_shared<WebGpuBuffer>(ctx_->buffer(std::max<std::size_t>(bytes, 4)), bytes);
+  }
+  void upload(Buffer& dst, std::size_t offset, const void* src, std::size_t bytes) override {
+    ctx_->write(gpu_of(dst), offset, src, bytes);
+  }
+  void download(Buffer& src, std::size_t offset, void* dst, std::size_t bytes) override {
+    const Download d{&src, offset, dst, bytes};
+    download_batch({&d, 1});
+  }
+  void download_batch(std::span<const Download> downloads) override {
+    std::vector<gpu::Read> reads;
+    for (const Download& d : downloads) reads.push_back({&gpu_of(*d.buffer), d.offset, d.dst, d.bytes});
+    // A bad token id recorded by the embedding kernel rides along on the same round trip.
+    uint32_t status = 0;
+    const bool check = embedding_pending_;
+    if (check) reads.push_back({status_.get(), 0, &status, 4});
+    ctx_->read(reads);
+    if (check) {
+      embedding_pending_ = false;
+      if (status != 0) {
+        const uint32_t zero = 0;
+        ctx_->write(*status_, 0, &zero, 4);
+        fail("embedding: token id {} is outside the vocabulary of {}", status - 1, vocab_);
+      }
+    }
+  }
+
+  void begin_scope() override { ctx_->begin_batch(); }
+  void end_scope() override { ctx_->end_batch(); }
+  Counters counters() const override { return ctx_->counters(); }
+
+  void copy(const Tensor& out, const Tensor& x) override {
+    FORGE_CHECK(x.rank() <= 4, "WebGPU copy: rank {} > 4 ({})", x.rank(), x.describe());
+    uint32_t d[4] = {1, 1, 1, 1}, s[4] = {0, 0, 0, 0};
+    for (int i = 0; i < x.rank(); ++i) {
+      d[4 - x.rank() + i] = u32(x.dim(i));
+      s[4 - x.rank() + i] = u32(x.stride(i));
+    }
+    const View vo = view(out), vx = view(x);
+    struct {
+      uint32_t n, off_out, off_x, pad, d1, d2, d3, pad2, s0, s1, s2, s3;
+    } p{u32(x.numel()), vo.offset, vx.offset, 0, d[1], d[2], d[3], 0, s[0], s[1], s[2], s[3]};
+    run("copy", "rw", {vx.binding, vo.binding}, p, grid(x.numel(), 256));
+  }
+
+  void fill(const Tensor& out, float value) override {
+    FORGE_CHECK(out.is_contiguous(), "WebGPU fill: {} is strided", out.describe());
+    uint32_t bits = static_cast<uint32_t>(value);
+    if (out.dtype() == DType::F32) std::memcpy(&bits, &value, 4);
+    elementwise(out.numel(), {&out}, [&](const std::vector<View>& v, int64_t n) {
+      struct {
+        uint32_t n, off, value, pad;
+      } p{u32(n), v[0].offset, bits, 0};
+      run("fill", "w", {v[0].binding}, p, grid(n, 256));
+    });
+  }
+
+  void add(const Tensor& out, const Tensor& a, const Tensor& b) override {
+    elementwise(out.numel(), {&out, &a, &b}, [&](const std::vector<View>& v, int64_t n) {
+      struct {
+        uint32_t n, off_out, off_a, off_b;
+      } p{u32(n), v[0].offset, v[1].offset, v[2].offset};
+      run("add", "rrw", {v[1].binding, v[2].binding, v[0].binding}, p, grid(n, 256));
+    });
+  }
+
+  void scale(const Tensor& out, const Tensor& x, float s) override {
+    elementwise(out.numel(), {&out, &x}, [&](const std::vector<View>& v, int64_t n) {
+      struct {
+        uint32_t n, off_out, off_x;
+        float s;
+      } p{u32(n), v[0].offset, v[1].offset, s};
+      run("scale", "rw", {v[1].binding, v[0].binding}, p, grid(n, 256));
+    });
+  }
+
+  void gelu(const Tensor& out, const Tensor& x) override {
+    elementwise(out.numel(), {&out, &x}, [&](const std::vector<View>& v, int64_t n) {
+      struct {
+        uint32_t n, off_out, off_x, pad;
+      } p{u32(n), v[0].offset, v[1].offset, 0};
+      run("gelu", "rw", {v[1].binding, v[0].binding}, p, grid(n, 256));
+    });
+  }
+
+  void layernorm(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                 float eps) override {
+    const View vw = view(weight), vb = view(bias);
+    row_chunks(x.dim(0), x.dim(1), {&out, &x}, [&](const std::vector<View>& v, int64_t rows) {
+      struct {
+        uint32_t rows, c;
+        float eps;
+        uint32_t off_out, off_x, off_w, off_b, pad;
+      } p{u32(rows), u32(x.dim(1)), eps, v[0].offset, v[1].offset, vw.offset, vb.offset, 0};
+      run("layernorm", "rrrw", {v[1].binding, vw.binding, vb.binding, v[0].binding}, p,
+          grid(rows, 1));
+    });
+  }
+
+  void softmax_causal(const Tensor& out, const Tensor& scores, int64_t offset) override {
+    const int64_t t = scores.dim(1), s = scores.dim(2);
+    const Tensor flat_out = out.reshape({out.dim(0) * t, s});
+    const Tensor flat = scores.reshape({scores.dim(0) * t, s});
+    // Chunks hold whole [t, s] blocks so that row mod t stays the query position.
+    row_chunks(flat.dim(0), s, {&flat_out, &flat}, [&](const std::vector<View>& v, int64_t rows) {
+      struct {
+        uint32_t rows, t, s, offset, off_out, off_x, pad0, pad1;
+      } p{u32(rows), u32(t), u32(s), u32(offset), v[0].offset, v[1].offset, 0, 0};
+      run("softmax_causal", "rw", {v[1].binding, v[0].binding}, p, grid(rows, 1));
+    }, t);
+  }
+
+  void embedding(const Tensor& out, const Tensor& ids, const Tensor& wte, const Tensor& wpe,
+                 int64_t seq_len, int64_t pos_offset) override {
+    const int64_t vocab = wte.dim(0), c = wte.dim(1), n = ids.numel();
+    const View vo = view(out), vi = view(ids), vp = view(wpe);
+    // wte may exceed one binding (GPT-2's is 147 MiB, lavapipe binds 128 MiB): bind rows in
+    // chunks, one dispatch each.
+    const int64_t per = rows_per_binding(c, "embedding: a row of wte");
+    for (int64_t r0 = 0; r0 < vocab; r0 += per) {
+      const int64_t r1 = std::min(vocab, r0 + per);
+      const View vw = window(wte.buffer(), wte.offset() + r0 * c, wte.offset() + r1 * c);
+      struct {
+        uint32_t n, c, seq_len, pos_offset, row_begin, row_end, vocab, check;
+        uint32_t off_out, off_ids, off_wte, off_wpe;
+      } p{u32(n), u32(c), u32(seq_len), u32(pos_offset), u32(r0), u32(r1), u32(vocab),
+          r0 == 0 ? 1u : 0u, vo.offset, vi.offset, vw.offset, vp.offset};
+      const gpu::Binding status{status_.get(), 0, 256};
+      run("embedding", "rrrww", {vi.binding, vw.binding, vp.binding, vo.binding, status}, p,
+          grid(n * c, 256));
+    }
+    embedding_pending_ = true;
+    vocab_ = vocab;
+  }
+
+  void split_heads(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& qkv,
+                   int64_t batch) override {
+    const View vq = view(q), vk = view(k), vv = view(v), vx = view(qkv);
+    struct {
+      uint32_t n, t, h, d, off_q, off_k, off_v, off_qkv;
+    } p{u32(q.numel()), u32(q.dim(1)), u32(q.dim(0) / batch), u32(q.dim(2)), vq.offset,
+        vk.offset, vv.offset, vx.offset};
+    run("split_heads", "rwww", {vx.binding, vq.binding, vk.binding, vv.binding}, p,
+        grid(q.numel(), 256));
+  }
+
+  void merge_heads(const Tensor& out, const Tensor& heads, int64_t batch) override {
+    const View vo = view(out), vx = view(heads);
+    struct {
+      uint32_t n, t, h, d, off_out, off_x, pad0, pad1;
+    } p{u32(out.numel()), u32(heads.dim(1)), u32(heads.dim(0) / batch), u32(heads.dim(2)),
+        vo.offset, vx.offset, 0, 0};
+    run("merge_heads", "rw", {vx.binding, vo.binding}, p, grid(out.numel(), 256));
+  }
+
+  void kv_append(const Tensor& cache, const Tensor& x, int64_t pos) override {
+    const View vc = view(cache), vx = view(x);
+    struct {
+      uint32_t n, rows, d, capacity, pos, off_cache, off_x, pad;
+    } p{u32(x.numel()), u32(x.dim(1)), u32(x.dim(2)), u32(cache.dim(1)), u32(pos), vc.offset,
+        vx.offset, 0};
+    run("kv_append", "rw", {vx.binding, vc.binding}, p, grid(x.numel(), 256));
+  }
+
+  void argmax(const Tensor& out_ids, const Tensor& x) override {
+    const int64_t n = x.dim(1);
+    const View vo = view(out_ids);
+    row_chunks(x.dim(0), n, {&x}, [&, r0 = int64_t{0}](const std::vector<View>& v,
+                                                        int64_t rows) mutable {
+      struct {
+        uint32_t rows, n, off_out, off_x;
+      } p{u32(rows), u32(n), u32(vo.offset + r0), v[0].offset};
+      run("argmax", "rw", {v[0].binding, vo.binding}, p, grid(rows, 1));
+      r0 += rows;
+    });
+  }
+
+  void topn(const Tensor& out_ids, const Tensor& out_values, const Tensor& x) override {
+    const int64_t n = x.dim(1), k = out_ids.dim(1);
+    const View vi = view(out_ids), vv = view(out_values);
+    row_chunks(x.dim(0), n, {&x}, [&, r0 = int64_t{0}](const std::vector<View>& v,
+                                                        int64_t rows) mutable {
+      struct {
+        uint32_t rows, n, k, off_ids, off_values, off_x, pad0, pad1;
+      } p{u32(rows), u32(n), u32(k), u32(vi.offset + r0 * k), u32(vv.offset + r0 * k),
+          v[0].offset, 0, 0};
+      run("topn", "rww", {v[0].binding, vi.binding, vv.binding}, p, grid(rows, 1));
+      r0 += rows;
+    });
+  }
+
+  void matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor* bias,
+              const MatmulParams& mp) override {
+    Gemm g;
+    g.out = &out;
+    g.a = &a;
+    g.b = &b;
+    g.bias = bias;
+    g.trans_a = mp.trans_a;
+    g.trans_b = mp.trans_b;
+    g.alpha = mp.alpha;
+    g.k = mp.trans_a ? a.dim(-2) : a.dim(-1);
+    g.lda = a.stride(-2);
+    g.ldb = b.stride(-2);
+    g.ldo = out.stride(-2);
+    g.sa = a.rank() == 3 ? a.stride(0) : 0;
+    g.sb = b.rank() == 3 ? b.stride(0) : 0;
+    g.so = out.rank() == 3 ? out.stride(0) : 0;
+    const int64_t batch = out.rank() == 3 ? out.dim(0) : 1;
+    // k = 0 needs no case: the kernels' empty k loop leaves alpha·0 + bias, as the CPU does.
+    if (batch == 0 || out.numel() == 0) return;
+    matmul_part(g, {0, batch, 0, out.dim(-2), 0, out.dim(-1)});
+  }
+
+ private:
+  struct Gemm {
+    const Tensor *out, *a, *b, *bias;
+    bool trans_a, trans_b;
+    float alpha;
+    int64_t k, lda, ldb, ldo, sa, sb, so;
+  };
+  struct Part {
+    int64_t b0, nb, m0, m, n0, n;
+  };
+
+  /// Splits the product until every operand's window fits one binding (batches first, then rows
+  /// of out, then columns: a trans_b operand such as the tied LM head's wte shrinks with n).
+  void matmul_part(const Gemm& g, const Part& q) {
+    const int64_t k = g.k;
+    const int64_t ka = std::max<int64_t>(k, 1);
+    const int64_t base_a = g.a->offset() + q.b0 * g.sa;
+    const int64_t base_b = g.b->offset() + q.b0 * g.sb;
+    const int64_t base_o = g.out->offset() + q.b0 * g.so;
+    const int64_t last_a = (q.nb - 1) * g.sa, last_b = (q.nb - 1) * g.sb, last_o = (q.nb - 1) * g.so;
+    const auto [a0, a1] = g.trans_a
+        ? std::pair{base_a + q.m0, base_a + last_a + (ka - 1) * g.lda + q.m0 + q.m}
+        : std::pair{base_a + q.m0 * g.lda, base_a + last_a + (q.m0 + q.m - 1) * g.lda + ka};
+    const auto [b0, b1] = g.trans_b
+        ? std::pair{base_b + q.n0 * g.ldb, base_b + last_b + (q.n0 + q.n - 1) * g.ldb + ka}
+        : std::pair{base_b + q.n0, base_b + last_b + (ka - 1) * g.ldb + q.n0 + q.n};
+    const int64_t o0 = base_o + q.m0 * g.ldo + q.n0;
+    const int64_t o1 = base_o + last_o + (q.m0 + q.m - 1) * g.ldo + q.n0 + q.n;
+    const bool fit_a = fits(a0, a1), fit_b = fits(b0, b1), fit_o = fits(o0, o1);
+    if (!(fit_a && fit_b && fit_o)) {
+      if (q.nb > 1) {
+        const int64_t h = q.nb / 2;
+        matmul_part(g, {q.b0, h, q.m0, q.m, q.n0, q.n});
+        matmul_part(g, {q.b0 + h, q.nb - h, q.m0, q.m, q.n0, q.n});
+      } else if ((!fit_a || !fit_o) && q.m > 1) {
+        const int64_t h = q.m / 2;
+        matmul_part(g, {q.b0, 1, q.m0, h, q.n0, q.n});
+        matmul_part(g, {q.b0, 1, q.m0 + h, q.m - h, q.n0, q.n});
+      } else if (q.n > 1) {
+        const int64_t h = q.n / 2;
+        matmul_part(g, {q.b0, 1, q.m0, q.m, q.n0, h});
+        matmul_part(g, {q.b0, 1, q.m0, q.m, q.n0 + h, q.n - h});
+      } else {
+        fail("WebGPU matmul: an operand of {} × {} does not fit the {}-byte binding limit",
+             g.a->describe(), g.b->describe(), ctx_->limits().max_storage_binding);
+      }
+      return;
+    }
+    const View va = window(g.a->buffer(), a0, a1), vb = window(g.b->buffer(), b0, b1);
+    const View vo = window(g.out->buffer(), o0, o1);
+    View vbias{{dummy_.get(), 0, 256}, 0};
+    if (g.bias) vbias = window(g.bias->buffer(), g.bias->offset() + q.n0, g.bias->offset() + q.n0 + q.n);
+    struct {
+      uint32_t m, n, k, flags, lda, ldb, ldo;
+      float alpha;
+      uint32_t off_a, off_b, off_out, off_bias, stride_a, stride_b, stride_out, pad;
+    } p{u32(q.m), u32(q.n), u32(k),
+        (g.trans_a ? 1u : 0u) | (g.trans_b ? 2u : 0u) | (g.bias ? 4u : 0u), u32(g.lda),
+        u32(g.ldb), u32(g.ldo), g.alpha, va.offset, vb.offset, vo.offset, vbias.offset,
+        u32(g.sa), u32(g.sb), u32(g.so), 0};
+    const std::vector<gpu::Binding> bindings{va.binding, vb.binding, vbias.binding, vo.binding};
+    const auto z = u32(q.nb);
+    if (q.m == 1) {
+      if (g.trans_b) {
+        run_kernel(matvec_kernel("rows"), bindings, p, {u32((q.n + 7) / 8), 1, z});
+      } else {
+        run_kernel(matvec_kernel("columns"), bindings, p, {u32((q.n + 63) / 64), 1, z});
+      }
+      return;
+    }
+    // Big tiles where the grid still fills the GPU; smaller ones for thin products.
+    const bool big = q.m >= 128 && q.n >= 128 && q.m * q.n >= 512 * 512;
+    const int tile = big ? 128 : 64;
+    run_kernel(matmul_kernel(big), bindings, p,
+               {u32((q.n + tile - 1) / tile), u32((q.m + tile - 1) / tile), z});
+  }
+
+  const gpu::Kernel& matmul_kernel(bool big) {
+    const char* name = big ? "matmul_128x128" : "matmul_64x64";
+    const char* consts = big ? "const BM = 128u;\nconst BN = 128u;\nconst BK = 16u;\nconst TM = 8u;\nconst TN = 8u;\n"
+                             : "const BM = 64u;\nconst BN = 64u;\nconst BK = 16u;\nconst TM = 4u;\nconst TN = 4u;\n";
+    return ctx_->kernel({name, consts + std::string(gpu::wgsl_source("matmul")), "main", "rrrw"});
+  }
+
+  const gpu::Kernel& matvec_kernel(const char* entry) {
+    return ctx_->kernel({std::string("matvec_") + entry, std::string(gpu::wgsl_source("matvec")),
+                         entry, "rrrw"});
+  }
+
+  bool fits(int64_t first, int64_t last) const {
+    const uint64_t align = ctx_->limits().min_storage_offset_alignment;
+    const uint64_t start = static_cast<uint64_t>(first) * 4 / align * align;
+    return static_cast<uint64_t>(last) * 4 - start <= ctx_->limits().max_storage_binding;
+  }
+
+  View window(const Buffer& buffer, int64_t first, int64_t last) const {
+    const uint64_t align = ctx_->limits().min_storage_offset_alignment;
+    const uint64_t begin = static_cast<uint64_t>(first) * 4;
+    const uint64_t start = begin / align * align;
+    const uint64_t end = std::max<uint64_t>(static_cast<uint64_t>(last) * 4, begin + 4);
+    FORGE_CHECK(end - start <= ctx_->limits().max_storage_binding,
+                "WebGPU: a {}-byte tensor view exceeds the device's {}-byte storage binding limit",
+                end - start, ctx_->limits().max_storage_binding);
+    return {{&gpu_of(buffer), start, end - start}, u32((begin - start) / 4)};
+  }
+
+  View view(const Tensor& t) const {
+    const auto [first, last] = extent(t);
+    return window(t.buffer(), first, last);
+  }
+
+  /// How many rows of `c` floats one binding holds (less one alignment step of slack).
+  int64_t rows_per_binding(int64_t c, const char* what) const {
+    const uint64_t usable = ctx_->limits().max_storage_binding - ctx_->limits().min_storage_offset_alignment;
+    const int64_t per = static_cast<int64_t>(usable / (std::max<int64_t>(c, 1) * 4));
+    FORGE_CHECK(per > 0, "WebGPU: {} ({} floats) exceeds the storage binding limit", what, c);
+    return per;
+  }
+
+  /// Runs `body` over chunks of contiguous tensors (elements [i, i + n)) that each fit a binding.
+  template <typename Body>
+  void elementwise(int64_t numel, std::vector<const Tensor*> tensors, Body body) {
+    const int64_t per = rows_per_binding(1, "an element");
+    for (int64_t i = 0; i < std::max<int64_t>(numel, 1); i += per) {
+      const int64_t n = std::min(per, numel - i);
+      if (n <= 0) return;
+      std::vector<View> v;
+      for (const Tensor* t : tensors) v.push_back(window(t->buffer(), t->offset() + i, t->offset() + i + n));
+      body(v, n);
+    }
+  }
+
+  /// Runs `body` over chunks of whole rows (of `c` floats; a multiple of `group` rows) of
+  /// contiguous [rows, c] tensors.
+  template <typename Body>
+  void row_chunks(int64_t rows, int64_t c, std::vector<const Tensor*> tensors, Body body,
+                  int64_t group = 1) {
+    int64_t per = rows_per_binding(c, "a row") / group * group;
+    FORGE_CHECK(per > 0, "WebGPU: {} rows of {} floats exceed the storage binding limit", group, c);
+    for (int64_t r = 0; r < rows; r += per) {
+      const int64_t n = std::min(per, rows - r);
+      std::vector<View> v;
+      for (const Tensor* t : tensors) {
+        v.push_back(window(t->buffer(), t->offset() + r * c, t->offset() + (r + n) * c));
+      }
+      body(v, n);
+    }
+  }
+
+  /// Workgroups for `items` at `per_group` items each, folded into 2-D past 65535 per dimension.
+  std::array<uint32_t, 3> grid(int64_t items, int64_t per_group) const {
+    const int64_t groups = std::max<int64_t>(1, (items + per_group - 1) / per_group);
+    const int64_t max = ctx_->limits().max_workgroups_per_dim;
+    if (groups <= max) return {u32(groups), 1, 1};
+    const int64_t y = (groups + max - 1) / max;
+    const int64_t x = (groups + y - 1) / y;  // kernels guard the x·y − groups surplus
+    return {u32(x), u32(y), 1};
+  }
+
+  template <typename Params>
+  void run(const char* name, const char* storage, const std::vector<gpu::Binding>& bindings,
+           const Params& p, std::array<uint32_t, 3> groups) {
+    const gpu::Kernel& k =
+        ctx_->kernel({name, std::string(gpu::wgsl_source(name)), "main", storage});
+    run_kernel(k, bindings, p, groups);
+  }
+
+  template <typename Params>
+  void run_kernel(const gpu::Kernel& k, const std::vector<gpu::Binding>& bindings,
+                  const Params& p, std::array<uint32_t, 3> groups) {
+    static_assert(sizeof(Params) % 16 == 0, "uniform structs are padded to 16 bytes");
+    gpu::Dispatch d;
+    d.kernel = &k;
+    d.bindings = bindings;
+    d.params = &p;
+    d.params_bytes = sizeof p;
+    std::copy(groups.begin(), groups.end(), d.groups);
+    ctx_->dispatch(d);
+  }
+
+  std::unique_ptr<gpu::Context> ctx_;
+  std::shared_ptr<gpu::Buffer> dummy_, status_;
+  bool embedding_pending_ = false;
+  int64_t vocab_ = 0;
+};
+
+}  // namespace
+
+std::shared_ptr<Backend> make_webgpu_backend(const WebGpuOptions& options) {
+  return std::make_shared<WebGpuBackend>(options);
+}
+
+Device make_webgpu_device(const WebGpuOptions& options) {
+  return Device(make_webgpu_backend(options));
+}
+
+bool webgpu_available(std::string* why) {
+  static std::once_flag once;
+  static bool ok = false;
+  static std::string reason;
+  std::call_once(once, [] {
+    try {
+      for (const auto& a : gpu::list_adapters()) ok = ok || !a.is_null();
+      if (!ok) reason = "WebGPU found only Dawn's Null adapter (no working Vulkan driver)";
+    } catch (const Error& e) {
+      reason = e.what();
+    }
+  });
+  if (!ok && why) *why = reason;
+  return ok;
+}
+
+std::vector<gpu::AdapterInfo> webgpu_adapters() { return gpu::list_adapters(); }
+
+const gpu::Context* webgpu_context(const Device& device) {
+  const auto* b = dynamic_cast<const WebGpuBackend*>(&device.backend());
+  return b ? &b->context() : nullptr;
+}
+
+}  // namespace forge

@@ -1,0 +1,35 @@
+// The WebGPU backend: every kernel of the Backend table as WGSL, on one gpu::Context.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "forge/backend/webgpu/gpu.h"
+#include "forge/core/backend.h"
+
+namespace forge {
+
+/// Adapter choice, binding-size cap and Dawn toggles; from_env() reads FORGE_ADAPTER,
+/// FORGE_WEBGPU_MAX_BINDING and FORGE_WEBGPU_TOGGLES.
+using WebGpuOptions = gpu::ContextOptions;
+inline WebGpuOptions webgpu_options_from_env() { return gpu::options_from_env(); }
+
+/// A WebGPU backend on the chosen adapter. Throws forge::Error saying what is missing (the Dawn
+/// library, a Vulkan loader or driver, a real adapter).
+std::shared_ptr<Backend> make_webgpu_backend(const WebGpuOptions& options = webgpu_options_from_env());
+
+/// A device on make_webgpu_backend(options).
+Device make_webgpu_device(const WebGpuOptions& options = webgpu_options_from_env());
+
+/// Whether a real (non-Null) WebGPU adapter exists here; never throws. `why` gets the reason
+/// when not. Probed once per process.
+bool webgpu_available(std::string* why = nullptr);
+
+/// Every adapter, for `forge info`: name, backend type, vendor, limits, features.
+std::vector<gpu::AdapterInfo> webgpu_adapters();
+
+/// The context behind a WebGPU device (limits, adapter); nullptr for other devices.
+const gpu::Context* webgpu_context(const Device& device);
+
+}  // namespace forge
