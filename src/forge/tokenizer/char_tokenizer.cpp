@@ -31,6 +31,7 @@ std::unique_ptr<CharTokenizer> CharTokenizer::load(const std::string& vocab_path
 }
 
 std::vector<uint32_t> CharTokenizer::encode(std::string_view text) const {
+  utf8::validate(text);  // so invalid UTF-8 is reported as such wherever it is
   std::vector<uint32_t> ids;
   ids.reserve(text.size());
   const auto* begin = reinterpret_cast<const unsigned char*>(text.data());
@@ -44,7 +45,6 @@ std::vector<uint32_t> CharTokenizer::encode(std::string_view text) const {
       ++p;
     } else {
       const utf8::Step step = utf8::decode(p, end);
-      if (step.status != utf8::Status::kValid) utf8::fail_invalid(text, offset);
       cp = step.cp;
       if (auto it = others_.find(cp); it != others_.end()) id = it->second;
       p += step.len;
