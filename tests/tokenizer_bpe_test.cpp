@@ -42,8 +42,8 @@ class BpeDir {
  public:
   BpeDir(const std::vector<std::string>& extra, const std::optional<std::string>& merges,
          int skip_byte = -1)
-      : dir_(fs::temp_directory_path() / ("forge-bpe-" + std::to_string(getpid()) + "-" +
-                                          std::to_string(counter_++))) {
+      : dir_(fs::temp_directory_path() /
+             ("forge-bpe-" + std::to_string(getpid()) + "-" + std::to_string(counter_++))) {
     fs::create_directories(dir_);
     nlohmann::json vocab = nlohmann::json::object();
     uint32_t id = 0;
@@ -134,8 +134,7 @@ TEST(TokenizerFromDirectory, MissingDirectoryOrVocabularyIsNamed) {
     Tokenizer::from_directory(empty.string());
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(empty.string() + " has no vocab.json"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find(empty.string() + " has no vocab.json"), std::string::npos)
         << e.what();
   }
   fs::remove_all(empty);
@@ -164,8 +163,9 @@ TEST(TokenizerFromDirectory, MalformedMergesLineNamesItsLineNumber) {
 }
 
 TEST(TokenizerFromDirectory, MergesOutsideTheVocabularyNameTheirLine) {
-  EXPECT_NE(load_error(BpeDir({"ab"}, "a b\nab zz\n")).find("merges.txt line 2: 'zz' is not a token"),
-            std::string::npos);
+  EXPECT_NE(
+      load_error(BpeDir({"ab"}, "a b\nab zz\n")).find("merges.txt line 2: 'zz' is not a token"),
+      std::string::npos);
   EXPECT_NE(load_error(BpeDir({"ab"}, "a b\na c\n"))
                 .find("merges.txt line 2: the merge of 'a' and 'c' is not a token"),
             std::string::npos);

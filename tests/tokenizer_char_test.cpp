@@ -18,8 +18,8 @@ namespace fs = std::filesystem;
 class CharVocab {
  public:
   explicit CharVocab(const std::string& json)
-      : dir_(fs::temp_directory_path() / ("forge-char-" + std::to_string(getpid()) + "-" +
-                                          std::to_string(counter_++))) {
+      : dir_(fs::temp_directory_path() /
+             ("forge-char-" + std::to_string(getpid()) + "-" + std::to_string(counter_++))) {
     fs::create_directories(dir_);
     std::ofstream(dir_ / "vocab.json") << json;
   }

@@ -70,7 +70,8 @@ TEST(TokenizerGolden, EndOfTextInUserTextIsOrdinaryText) {
   const auto ids = gpt2().encode(text);
   for (const uint32_t id : ids) EXPECT_NE(id, 50256u);
   EXPECT_EQ(gpt2().decode(ids), text);
-  EXPECT_EQ(gpt2().encode("<|endoftext|>"), (std::vector<uint32_t>{27, 91, 437, 1659, 5239, 91, 29}));
+  EXPECT_EQ(gpt2().encode("<|endoftext|>"),
+            (std::vector<uint32_t>{27, 91, 437, 1659, 5239, 91, 29}));
 }
 
 TEST(TokenizerGolden, DecodeRejectsOutOfRangeIdsNamingThem) {

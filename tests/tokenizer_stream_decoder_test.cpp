@@ -51,10 +51,10 @@ TEST(TokenizerStreamDecoder, FinishTurnsAnIncompleteCharacterIntoReplacement) {
 TEST(TokenizerStreamDecoder, BytesThatCannotStartACharacterBecomeReplacement) {
   StreamDecoder stream(gpt2());
   const std::vector<uint32_t> emoji = gpt2().encode("🎉");  // F0 9F | 8E | 89
-  EXPECT_EQ(stream.push(emoji[1]), "\xEF\xBF\xBD");  // a continuation byte with no lead byte
+  EXPECT_EQ(stream.push(emoji[1]), "\xEF\xBF\xBD");        // a continuation byte with no lead byte
   EXPECT_EQ(stream.push(emoji[2]), "\xEF\xBF\xBD");
   EXPECT_EQ(stream.push(8582), "");  // F0 9F, then an ASCII byte breaks the sequence
-  EXPECT_EQ(stream.push(64), "\xEF\xBF\xBD" "a");
+  EXPECT_EQ(stream.push(64), std::string("\xEF\xBF\xBD") + "a");
   EXPECT_EQ(stream.finish(), "");
 }
 

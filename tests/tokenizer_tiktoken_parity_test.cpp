@@ -1,6 +1,7 @@
 // GPT-2 BPE against OpenAI's tiktoken ("gpt2", run by node through tools/tiktoken/encode.js):
 // identical ids on all of the State of the Union corpus and on thousands of seeded random
 // strings built to stress the split pattern, and decode(encode(x)) == x on every one.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,8 +15,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "forge/tokenizer/tokenizer.h"
 #include "forge/tokenizer/utf8.h"
@@ -59,19 +58,19 @@ class Generator {
   // numbers, symbols, private use, noncharacters.
   std::string block_char() {
     static const std::vector<std::pair<char32_t, char32_t>> blocks = {
-        {0x20, 0x7E},       {0xA0, 0xFF},       {0x100, 0x24F},     {0x250, 0x2FF},
-        {0x300, 0x36F},     {0x370, 0x3FF},     {0x400, 0x4FF},     {0x530, 0x58F},
-        {0x590, 0x5FF},     {0x600, 0x6FF},     {0x900, 0x9FF},     {0xE00, 0xE7F},
-        {0x10A0, 0x10FF},   {0x1100, 0x11FF},   {0x1680, 0x169F},   {0x1800, 0x18AF},
-        {0x1C80, 0x1C8F},   {0x1E00, 0x1EFF},   {0x2000, 0x206F},   {0x2070, 0x209F},
-        {0x20A0, 0x20FF},   {0x2100, 0x218F},   {0x2190, 0x23FF},   {0x2460, 0x24FF},
-        {0x2500, 0x27BF},   {0x3000, 0x303F},   {0x3040, 0x30FF},   {0x4E00, 0x9FFF},
-        {0xA7C0, 0xA7FF},   {0xAC00, 0xD7A3},   {0xE000, 0xF8FF},   {0xFB00, 0xFDFF},
-        {0xFE00, 0xFE4F},   {0xFF00, 0xFFFF},   {0x10000, 0x1007F}, {0x105C0, 0x105FF},
-        {0x10D40, 0x10D8F}, {0x10EC0, 0x10EFF}, {0x11380, 0x113FF}, {0x116D0, 0x116FF},
-        {0x11BC0, 0x11BFF}, {0x13000, 0x143FF}, {0x16100, 0x1613F}, {0x16D40, 0x16D7F},
-        {0x18CF0, 0x18D0F}, {0x1CCF0, 0x1CCFF}, {0x1D400, 0x1D7FF}, {0x1E5D0, 0x1E5FF},
-        {0x1F000, 0x1FAFF}, {0x20000, 0x2A6DF}, {0x2EBF0, 0x2EE5F}, {0x30000, 0x3347F},
+        {0x20, 0x7E},       {0xA0, 0xFF},        {0x100, 0x24F},     {0x250, 0x2FF},
+        {0x300, 0x36F},     {0x370, 0x3FF},      {0x400, 0x4FF},     {0x530, 0x58F},
+        {0x590, 0x5FF},     {0x600, 0x6FF},      {0x900, 0x9FF},     {0xE00, 0xE7F},
+        {0x10A0, 0x10FF},   {0x1100, 0x11FF},    {0x1680, 0x169F},   {0x1800, 0x18AF},
+        {0x1C80, 0x1C8F},   {0x1E00, 0x1EFF},    {0x2000, 0x206F},   {0x2070, 0x209F},
+        {0x20A0, 0x20FF},   {0x2100, 0x218F},    {0x2190, 0x23FF},   {0x2460, 0x24FF},
+        {0x2500, 0x27BF},   {0x3000, 0x303F},    {0x3040, 0x30FF},   {0x4E00, 0x9FFF},
+        {0xA7C0, 0xA7FF},   {0xAC00, 0xD7A3},    {0xE000, 0xF8FF},   {0xFB00, 0xFDFF},
+        {0xFE00, 0xFE4F},   {0xFF00, 0xFFFF},    {0x10000, 0x1007F}, {0x105C0, 0x105FF},
+        {0x10D40, 0x10D8F}, {0x10EC0, 0x10EFF},  {0x11380, 0x113FF}, {0x116D0, 0x116FF},
+        {0x11BC0, 0x11BFF}, {0x13000, 0x143FF},  {0x16100, 0x1613F}, {0x16D40, 0x16D7F},
+        {0x18CF0, 0x18D0F}, {0x1CCF0, 0x1CCFF},  {0x1D400, 0x1D7FF}, {0x1E5D0, 0x1E5FF},
+        {0x1F000, 0x1FAFF}, {0x20000, 0x2A6DF},  {0x2EBF0, 0x2EE5F}, {0x30000, 0x3347F},
         {0xE0000, 0xE01EF}, {0xF0000, 0x10FFFF},
     };
     const auto& [first, last] = pick(blocks);
@@ -80,21 +79,31 @@ class Generator {
 
   std::string atom() {
     static const std::vector<std::string> words = {
-        "the", "The", "THE", "of", "and", "Hello", "world", "GPT", "token", "naïve", "café",
-        "Straße", "日本語", "中文", "한국어", "русский", "ελληνικά", "עברית", "العربية", "हिन्दी",
-        "ไทย", "x", "I", "a", "supercalifragilistic", "endoftext", "Ⅻ", "ǅ", "ﬁ"};
+        "the",       "The",      "THE",    "of",      "and",
+        "Hello",     "world",    "GPT",    "token",   "naïve",
+        "café",      "Straße",   "日本語", "中文",    "한국어",
+        "русский",   "ελληνικά", "עברית",  "العربية", "हिन्दी",
+        "ไทย",       "x",        "I",      "a",       "supercalifragilistic",
+        "endoftext", "Ⅻ",        "ǅ",      "ﬁ"};
     static const std::vector<std::string> contractions = {
-        "'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "'S", "'T", "'RE", "'Ll", "'", "''",
-        "'''s", "\u2019s", " 's", "'sup", "'dd", "'lll", "n't", "'r", "'v", "'l"};
+        "'s", "'t",   "'re",     "'ve", "'m",   "'ll", "'d",   "'S",  "'T", "'RE", "'Ll", "'",
+        "''", "'''s", "\u2019s", " 's", "'sup", "'dd", "'lll", "n't", "'r", "'v",  "'l"};
     static const std::vector<char32_t> spaces = {
-        ' ',    '\t',   '\n',   '\r',   '\v',   '\f',   0x85,   0xA0,   0x1680, 0x2000,
-        0x2003, 0x2007, 0x200A, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000, 0x200B, 0x180E,
-        0xFEFF, 0x2060, 0x1C,   0x1F,   0x00};
-    static const std::vector<std::string> emoji = {
-        "🎉", "👍🏽", "👨\u200d👩\u200d👧", "🇺🇸", "🇯🇵🇫🇷", "1\ufe0f\u20e3", "❤\ufe0f", "🏳️‍🌈", "😀😃😄",
-        "🤷🏿\u200d♀️"};
-    static const std::vector<std::string> digits = {"0123456789", "٠١٢٣٤٥٦٧٨٩", "०१२३४५६७८९",
-                                                    "０１２３４５６７８９", "¹²³½¾", "①②③"};
+        ' ',    '\t',   '\n',   '\r',   '\v',   '\f',   0x85,   0xA0,   0x1680,
+        0x2000, 0x2003, 0x2007, 0x200A, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000,
+        0x200B, 0x180E, 0xFEFF, 0x2060, 0x1C,   0x1F,   0x00};
+    static const std::vector<std::string> emoji = {"🎉",
+                                                   "👍🏽",
+                                                   "👨\u200d👩\u200d👧",
+                                                   "🇺🇸",
+                                                   "🇯🇵🇫🇷",
+                                                   "1\ufe0f\u20e3",
+                                                   "❤\ufe0f",
+                                                   "🏳️‍🌈",
+                                                   "😀😃😄",
+                                                   "🤷🏿\u200d♀️"};
+    static const std::vector<std::string> digits = {
+        "0123456789", "٠١٢٣٤٥٦٧٨٩", "०१२३४५६७८९", "０１２３４５６７８９", "¹²³½¾", "①②③"};
     static const std::string punctuation = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~";
     std::string s;
     switch (below(12)) {
@@ -166,7 +175,8 @@ class Generator {
     const auto* end = p + raw.size();
     while (p < end) {
       const utf8::Step step = utf8::decode(p, end);
-      if (step.status == utf8::Status::kValid) kept.append(reinterpret_cast<const char*>(p), step.len);
+      if (step.status == utf8::Status::kValid)
+        kept.append(reinterpret_cast<const char*>(p), step.len);
       p += step.len;
     }
     return kept;

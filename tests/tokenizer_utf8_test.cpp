@@ -29,7 +29,9 @@ struct Invalid {
 };
 
 const std::vector<Invalid> kInvalid = {
-    {"ab\x80" "cd", 2, "unexpected continuation byte 0x80"},
+    {"ab\x80"
+     "cd",
+     2, "unexpected continuation byte 0x80"},
     {"\xBF", 0, "unexpected continuation byte 0xBF"},
     {"\xC0\xAF", 0, "overlong encoding"},
     {"x\xC1\xBF", 1, "overlong encoding"},
@@ -80,13 +82,14 @@ TEST(TokenizerUtf8, ErrorShowsTheOffendingBytes) {
 }
 
 TEST(TokenizerUtf8, BoundaryCodePointsRoundTrip) {
-  for (const char32_t cp : {0x0u, 0x7Fu, 0x80u, 0x7FFu, 0x800u, 0xD7FFu, 0xE000u, 0xFEFFu,
-                            0xFFFDu, 0xFFFFu, 0x10000u, 0x10FFFFu}) {
+  for (const char32_t cp : {0x0u, 0x7Fu, 0x80u, 0x7FFu, 0x800u, 0xD7FFu, 0xE000u, 0xFEFFu, 0xFFFDu,
+                            0xFFFFu, 0x10000u, 0x10FFFFu}) {
     std::string text = "a";
     utf8::append(text, cp);
     text += " b";
     utf8::append(text, cp);
-    EXPECT_EQ(gpt2().decode(gpt2().encode(text)), text) << "U+" << std::hex << static_cast<uint32_t>(cp);
+    EXPECT_EQ(gpt2().decode(gpt2().encode(text)), text)
+        << "U+" << std::hex << static_cast<uint32_t>(cp);
   }
 }
 

@@ -73,7 +73,9 @@ std::optional<std::string> alphabet_to_bytes(std::string_view spelled) {
   return bytes;
 }
 
-size_t table_size(size_t entries) { return std::bit_ceil(std::max<size_t>(16, entries * 2)); }
+size_t table_size(size_t entries) {
+  return std::bit_ceil(std::max<size_t>(16, entries * 2));
+}
 
 struct ViewHash {
   size_t operator()(std::string_view s) const { return hash_bytes(s); }
@@ -143,8 +145,8 @@ std::unique_ptr<Gpt2BpeTokenizer> Gpt2BpeTokenizer::load(const std::string& voca
     for (int k = 0; k < 2; ++k) {
       const std::optional<std::string> bytes = alphabet_to_bytes(spelled[k]);
       parts[k] = bytes ? t->find_token(*bytes) : kNone;
-      FORGE_CHECK(parts[k] != kNone, "{} line {}: '{}' is not a token of {}", merges_path,
-                  line_no, spelled[k], vocab_path);
+      FORGE_CHECK(parts[k] != kNone, "{} line {}: '{}' is not a token of {}", merges_path, line_no,
+                  spelled[k], vocab_path);
       joined += *bytes;
     }
     const uint32_t merged = t->find_token(joined);
@@ -313,8 +315,8 @@ void Gpt2BpeTokenizer::merge_long(const unsigned char* bytes, size_t n,
 std::string Gpt2BpeTokenizer::decode(std::span<const uint32_t> ids) const {
   size_t total = 0;
   for (const uint32_t id : ids) {
-    FORGE_CHECK(id < vocab_size(), "token id {} is out of range for a vocabulary of {} tokens",
-                id, vocab_size());
+    FORGE_CHECK(id < vocab_size(), "token id {} is out of range for a vocabulary of {} tokens", id,
+                vocab_size());
     total += offsets_[id + 1] - offsets_[id];
   }
   std::string text;

@@ -17,8 +17,8 @@ class CharClasses {
   static const CharClasses& get();
 
   CharClass operator()(char32_t cp) const {
-    return static_cast<CharClass>(leaves_[(static_cast<uint32_t>(blocks_[cp >> 8]) << 8) |
-                                          (cp & 0xFF)]);
+    return static_cast<CharClass>(
+        leaves_[(static_cast<uint32_t>(blocks_[cp >> 8]) << 8) | (cp & 0xFF)]);
   }
 
  private:

@@ -17,8 +17,8 @@ std::unique_ptr<CharTokenizer> CharTokenizer::load(const std::string& vocab_path
       continue;
     }
     const auto* p = reinterpret_cast<const unsigned char*>(token.data());
-    const utf8::Step step =
-        token.empty() ? utf8::Step{0, 0, utf8::Status::kInvalid} : utf8::decode(p, p + token.size());
+    const utf8::Step step = token.empty() ? utf8::Step{0, 0, utf8::Status::kInvalid}
+                                          : utf8::decode(p, p + token.size());
     FORGE_CHECK(step.status == utf8::Status::kValid && step.len == token.size(),
                 "{}: token '{}' (id {}) is not a single character", vocab_path, token, id);
     if (step.cp < 128) {

@@ -98,7 +98,9 @@ class Gpt2Splitter {
     return true;
   }
 
-  const unsigned char* begin() const { return reinterpret_cast<const unsigned char*>(text_.data()); }
+  const unsigned char* begin() const {
+    return reinterpret_cast<const unsigned char*>(text_.data());
+  }
 
   static constexpr CharClass kAscii[128] = {
 #define O CharClass::kOther

@@ -24,7 +24,9 @@ std::string StreamDecoder::push(uint32_t id) {
   return drain(false);
 }
 
-std::string StreamDecoder::finish() { return drain(true); }
+std::string StreamDecoder::finish() {
+  return drain(true);
+}
 
 std::string StreamDecoder::drain(bool final) {
   static constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD

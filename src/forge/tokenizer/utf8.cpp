@@ -32,8 +32,7 @@ std::string why_invalid(const unsigned char* p, const Step& step) {
     if (b0 == 0xED) return "UTF-16 surrogate (U+D800…U+DFFF) encoded as UTF-8";
     if (b0 == 0xF4) return "code point above U+10FFFF";
   }
-  return fmt::format("truncated {}-byte sequence (byte 0x{:02X} is not a continuation byte)", n,
-                     b);
+  return fmt::format("truncated {}-byte sequence (byte 0x{:02X} is not a continuation byte)", n, b);
 }
 
 }  // namespace

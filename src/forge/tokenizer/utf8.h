@@ -15,8 +15,8 @@ enum class Status : uint8_t {
 };
 
 struct Step {
-  char32_t cp;     // the character, when kValid
-  uint32_t len;    // kValid: its length; otherwise the maximal ill-formed subpart (≥ 1 byte)
+  char32_t cp;   // the character, when kValid
+  uint32_t len;  // kValid: its length; otherwise the maximal ill-formed subpart (≥ 1 byte)
   Status status;
 };
 
@@ -25,7 +25,7 @@ struct Step {
 inline Step decode(const unsigned char* p, const unsigned char* end) {
   const unsigned b0 = p[0];
   if (b0 < 0x80) return {b0, 1, Status::kValid};
-  unsigned need;  // continuation bytes after the lead byte
+  unsigned need;                  // continuation bytes after the lead byte
   unsigned lo = 0x80, hi = 0xBF;  // the range allowed for the second byte
   char32_t cp;
   if (b0 < 0xC2) {
