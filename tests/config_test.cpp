@@ -94,10 +94,10 @@ TEST(Gpt2Config, MalformedJsonNamesTheOrigin) {
 
 TEST(Gpt2Config, WrongJsonTypesNameTheField) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {R"("n_positions": "1024")", "'n_positions' must be an integer, got string"},
-      {R"("n_ctx": 64.5)", "'n_ctx' must be an integer, got number 64.5"},
+      {R"("n_positions": "1024")", R"('n_positions' must be an integer, got "1024")"},
+      {R"("n_ctx": 64.5)", "'n_ctx' must be an integer, got 64.5"},
       {R"("eos_token_id": [1])", "'eos_token_id' must be an integer, got array"},
-      {R"("layer_norm_epsilon": "1e-5")", "'layer_norm_epsilon' must be a number, got string"},
+      {R"("layer_norm_epsilon": "1e-5")", R"('layer_norm_epsilon' must be a number, got "1e-5")"},
       {R"("activation_function": 1)", "'activation_function' must be a string"},
       {R"("scale_attn_weights": 1)", "'scale_attn_weights' must be a boolean"},
       {R"("n_positions": 18446744073709551615)", "'n_positions' = 18446744073709551615 is out"},
@@ -108,7 +108,22 @@ TEST(Gpt2Config, WrongJsonTypesNameTheField) {
                  "cfg.json: " + needle);
   }
   expect_error([] { Gpt2Config::from_json(R"({"n_layer": true})", "cfg.json"); },
-               "cfg.json: 'n_layer' must be an integer, got boolean");
+               "cfg.json: 'n_layer' must be an integer, got true");
+}
+
+TEST(Gpt2Config, DeeplyNestedOrHugeValuesFailWithAShortMessage) {
+  const std::string deep =
+      "{\"n_layer\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
+  expect_error([&] { Gpt2Config::from_json(deep, "deep.json"); },
+               "deep.json: 'n_layer' must be an integer, got array");
+  const std::string huge = R"({"model_type": ")" + std::string(1 << 20, 'x') + "\"}";
+  try {
+    Gpt2Config::from_json(huge, "huge.json");
+    ADD_FAILURE() << "huge model_type accepted";
+  } catch (const Error& e) {
+    EXPECT_LT(std::string(e.what()).size(), 200u);
+    EXPECT_NE(std::string(e.what()).find("huge.json: model_type \"xxxx"), std::string::npos);
+  }
 }
 
 TEST(Gpt2Config, ActivationOtherThanGeluNewIsRefusedNamingTheTanhGelu) {

@@ -360,7 +360,8 @@ TEST(SafetensorsHostile, EntryWithMissingOrMistypedFieldsNamesTensorAndField) {
       {R"({"w":{"dtype":32,"shape":[1],"data_offsets":[0,4]}})", "'dtype' must be a string"},
       {R"({"w":{"dtype":"F32","shape":"1","data_offsets":[0,4]}})", "'shape' must be an array"},
       {R"({"w":{"dtype":"F32","shape":[1.5],"data_offsets":[0,4]}})", "non-integer dimension"},
-      {R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[4]}})", "must be an array [begin, end]"},
+      {R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[4]}})", "must be [begin, end], got 1"},
+      {R"({"w":{"dtype":"F32","shape":[1],"data_offsets":{}}})", "must be an array [begin, end]"},
       {R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}})", "non-negative integers"},
       {R"({"w":{"dtype":"F32","shape":[1],"data_offsets":["0","4"]}})", "non-negative integers"},
       {R"({"__metadata__":{"step":12}})", "'__metadata__' value for 'step' must be a string"},
@@ -377,7 +378,25 @@ TEST(SafetensorsHostile, UnknownDtypeIsRefusedAtOpen) {
   expect_open_error(dir,
                     with_header(R"({"w":{"dtype":"F33","shape":[1],"data_offsets":[0,4]}})",
                                 std::string(4, '\0')),
-                    "tensor 'w': unknown dtype 'F33'");
+                    R"(tensor 'w': unknown dtype "F33")");
+}
+
+TEST(SafetensorsHostile, DeeplyNestedOrHugeHeaderValuesFailWithAShortMessage) {
+  const TempDir dir;
+  const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+  expect_open_error(
+      dir, with_header(R"({"w":{"dtype":"F32","data_offsets":[0,4],"shape":[)" + deep + "]}}"),
+      "tensor 'w': shape has a non-integer dimension array");
+  const std::string path = dir.file("huge-dtype.safetensors");
+  write_bytes(path, with_header(R"({"w":{"shape":[1],"data_offsets":[0,4],"dtype":")" +
+                                std::string(1 << 20, 'Q') + "\"}}"));
+  try {
+    SafetensorsFile::open(path);
+    ADD_FAILURE() << "huge dtype accepted";
+  } catch (const Error& e) {
+    EXPECT_LT(std::string(e.what()).size(), path.size() + 200);
+    EXPECT_NE(std::string(e.what()).find("unknown dtype \"QQQQ"), std::string::npos);
+  }
 }
 
 TEST(SafetensorsHostile, NegativeOrOverflowingShapesAreRefusedWithoutOverflow) {
@@ -388,7 +407,7 @@ TEST(SafetensorsHostile, NegativeOrOverflowingShapesAreRefusedWithoutOverflow) {
                            ",\"data_offsets\":[0,16]}}",
                        data);
   };
-  expect_open_error(dir, entry("F32", "[-4]"), "shape [-4] has a negative dimension");
+  expect_open_error(dir, entry("F32", "[-4]"), "shape has a negative dimension -4");
   expect_open_error(dir, entry("F32", "[4294967296,4294967296]"), "has too many elements");
   expect_open_error(dir, entry("F32", "[18446744073709551615]"), "has too many elements");
   // The product overflows before the zero would rescue it.

@@ -8,6 +8,7 @@
 #include "forge/core/error.h"
 #include "forge/serialization/file_io.h"
 #include "forge/serialization/half.h"
+#include "forge/serialization/json_excerpt.h"
 
 namespace forge {
 namespace {
@@ -62,13 +63,15 @@ SafetensorsEntry parse_entry(const std::string& path, const std::string& name, c
   const Json& offsets = j["data_offsets"];
   FORGE_CHECK(dtype.is_string(), "{}: 'dtype' must be a string, got {}", where, dtype.type_name());
   FORGE_CHECK(shape.is_array(), "{}: 'shape' must be an array, got {}", where, shape.type_name());
-  FORGE_CHECK(offsets.is_array() && offsets.size() == 2,
-              "{}: 'data_offsets' must be an array [begin, end], got {}", where, offsets.dump());
+  FORGE_CHECK(offsets.is_array(), "{}: 'data_offsets' must be an array [begin, end], got {}",
+              where, offsets.type_name());
+  FORGE_CHECK(offsets.size() == 2, "{}: 'data_offsets' must be [begin, end], got {} elements",
+              where, offsets.size());
 
   SafetensorsEntry entry;
   entry.dtype = dtype.get<std::string>();
   const uint64_t element_bytes = dtype_bytes(entry.dtype);
-  FORGE_CHECK(element_bytes != 0, "{}: unknown dtype '{}'", where, entry.dtype);
+  FORGE_CHECK(element_bytes != 0, "{}: unknown dtype {}", where, json_excerpt(dtype));
 
   // The running product must stay within int64, in the order Shape::numel() multiplies, even
   // when a later dimension is 0: a lying header must never make downstream size math overflow.
@@ -76,13 +79,13 @@ SafetensorsEntry parse_entry(const std::string& path, const std::string& name, c
   std::vector<int64_t> dims;
   uint64_t numel = 1;
   for (const Json& d : shape) {
-    FORGE_CHECK(d.is_number_integer(), "{}: shape {} has a non-integer dimension", where,
-                shape.dump());
-    FORGE_CHECK(d.is_number_unsigned(), "{}: shape {} has a negative dimension", where,
-                shape.dump());
+    FORGE_CHECK(d.is_number_integer(), "{}: shape has a non-integer dimension {}", where,
+                json_excerpt(d));
+    FORGE_CHECK(d.is_number_unsigned(), "{}: shape has a negative dimension {}", where, d.dump());
     const uint64_t dim = d.get<uint64_t>();
     FORGE_CHECK(dim == 0 || (dim <= kMaxNumel && numel <= kMaxNumel / dim),
-                "{}: shape {} has too many elements", where, shape.dump());
+                "{}: shape has too many elements (overflow at dimension {} = {})", where,
+                dims.size(), dim);
     numel *= dim;
     dims.push_back(static_cast<int64_t>(dim));
   }
@@ -92,8 +95,8 @@ SafetensorsEntry parse_entry(const std::string& path, const std::string& name, c
   const uint64_t bytes = numel * element_bytes;
 
   for (const Json& o : offsets) {
-    FORGE_CHECK(o.is_number_unsigned(), "{}: 'data_offsets' {} must be non-negative integers",
-                where, offsets.dump());
+    FORGE_CHECK(o.is_number_unsigned(), "{}: 'data_offsets' must be non-negative integers, got {}",
+                where, json_excerpt(o));
   }
   entry.begin = offsets[0].get<uint64_t>();
   entry.end = offsets[1].get<uint64_t>();

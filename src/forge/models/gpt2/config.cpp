@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "forge/core/error.h"
+#include "forge/serialization/json_excerpt.h"
 
 namespace forge {
 namespace {
@@ -17,8 +18,8 @@ using Json = nlohmann::json;
 void read_int(const Json& j, const char* key, const std::string& origin, int64_t& out) {
   if (!j.contains(key)) return;
   const Json& v = j[key];
-  FORGE_CHECK(v.is_number_integer(), "{}: '{}' must be an integer, got {} {}", origin, key,
-              v.type_name(), v.dump());
+  FORGE_CHECK(v.is_number_integer(), "{}: '{}' must be an integer, got {}", origin, key,
+              json_excerpt(v));
   FORGE_CHECK(!v.is_number_unsigned() ||
                   v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()),
               "{}: '{}' = {} is out of range", origin, key, v.dump());
@@ -40,7 +41,7 @@ void reject_unsupported(const Json& j, const std::string& origin, int64_t n_embd
   if (j.contains("model_type")) {
     const Json& v = j["model_type"];
     FORGE_CHECK(v.is_string() && v.get<std::string>() == "gpt2",
-                "{}: model_type {} is not \"gpt2\"", origin, v.dump());
+                "{}: model_type {} is not \"gpt2\"", origin, json_excerpt(v));
   }
   if (j.contains("n_inner") && !j["n_inner"].is_null()) {
     int64_t n_inner = 0;
@@ -117,8 +118,8 @@ Gpt2Config Gpt2Config::from_json(const std::string& text, const std::string& ori
 
   if (j.contains("layer_norm_epsilon")) {
     const Json& v = j["layer_norm_epsilon"];
-    FORGE_CHECK(v.is_number(), "{}: 'layer_norm_epsilon' must be a number, got {} {}", origin,
-                v.type_name(), v.dump());
+    FORGE_CHECK(v.is_number(), "{}: 'layer_norm_epsilon' must be a number, got {}", origin,
+                json_excerpt(v));
     // Range-check as double: narrowing an out-of-range double to float is undefined.
     const double eps = v.get<double>();
     FORGE_CHECK(eps > 0 && eps <= std::numeric_limits<float>::max(),
