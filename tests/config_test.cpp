@@ -78,8 +78,9 @@ TEST(Gpt2Config, ToJsonWritesHfKeysAndReadsBackIdentically) {
 }
 
 TEST(Gpt2Config, ConflictingNPositionsAndNCtxIsAnError) {
-  expect_error([] { Gpt2Config::from_json(config_with(R"("n_positions": 64, "n_ctx": 32)"), "cfg"); },
-               "cfg: n_positions 64 and n_ctx 32 disagree");
+  expect_error(
+      [] { Gpt2Config::from_json(config_with(R"("n_positions": 64, "n_ctx": 32)"), "cfg"); },
+      "cfg: n_positions 64 and n_ctx 32 disagree");
 }
 
 TEST(Gpt2Config, MalformedJsonNamesTheOrigin) {
@@ -162,7 +163,8 @@ TEST(Gpt2Config, NonPositiveOrOutOfRangeFieldsAreRefused) {
       {R"({"vocab_size": -1})", "vocab_size must be positive, got -1"},
       {R"({"vocab_size": 8589934592})", "vocab_size 8589934592 does not fit u32"},
       {R"({"layer_norm_epsilon": 0})", "layer_norm_epsilon 0 must be positive"},
-      {R"({"layer_norm_epsilon": 1e300})", "layer_norm_epsilon 1e+300 must be positive and fit f32"},
+      {R"({"layer_norm_epsilon": 1e300})",
+       "layer_norm_epsilon 1e+300 must be positive and fit f32"},
       {R"({"eos_token_id": 50257})", "eos_token_id 50257 is outside the vocabulary of 50257"},
   };
   for (const auto& [text, needle] : cases) {

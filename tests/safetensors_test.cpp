@@ -38,7 +38,8 @@ class TempDir {
   std::string file(const std::string& name) const { return (path_ / name).string(); }
   std::vector<std::string> entries() const {
     std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(path_)) names.push_back(e.path().filename().string());
+    for (const auto& e : fs::directory_iterator(path_))
+      names.push_back(e.path().filename().string());
     return names;
   }
 
@@ -168,8 +169,7 @@ TEST(Safetensors, SaveReplacesAnExistingFileAndLeavesNoTemporary) {
   save_safetensors(path, {{"w", Tensor::from_floats({1, 2}, {2}, cpu)}});
   save_safetensors(path, {{"w", Tensor::from_floats({3, 4, 5}, {3}, cpu)}});
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"model.safetensors"});
-  EXPECT_EQ(SafetensorsFile::open(path).read("w", cpu).to_floats(),
-            (std::vector<float>{3, 4, 5}));
+  EXPECT_EQ(SafetensorsFile::open(path).read("w", cpu).to_floats(), (std::vector<float>{3, 4, 5}));
 }
 
 TEST(Safetensors, FailedSaveRemovesItsTemporaryAndNamesThePath) {
@@ -193,7 +193,11 @@ TEST(Safetensors, SaveRejectsDuplicateReservedAndUndefinedTensors) {
   const std::string path = dir.file("model.safetensors");
   const Tensor t = Tensor::from_floats({1}, {1}, cpu);
   expect_error([&] { save_safetensors(path, {{"w", t}, {"w", t}}); }, "tensor 'w' is given twice");
-  expect_error([&] { save_safetensors(path, {{"__metadata__", t}}); }, "'__metadata__' is reserved");
+  expect_error(
+      [&] {
+        save_safetensors(path, {{"__metadata__", t}});
+      },
+      "'__metadata__' is reserved");
   expect_error([&] { save_safetensors(path, {{"w", Tensor()}}); }, "tensor 'w' is undefined");
   EXPECT_TRUE(dir.entries().empty());
 }
@@ -274,7 +278,8 @@ std::vector<float> raw_floats(const SafetensorsFile& file, const std::string& na
 }
 
 TEST(Safetensors, GoldenTinyCheckpointHasPrefixedHfNamesAndFullVocabWte) {
-  const SafetensorsFile file = SafetensorsFile::open(test::golden_dir("tiny") + "/model.safetensors");
+  const SafetensorsFile file =
+      SafetensorsFile::open(test::golden_dir("tiny") + "/model.safetensors");
   const std::vector<std::string> names = file.names();
   EXPECT_EQ(names.size(), 4u + 2u * 12u);  // wte, wpe, ln_f.{weight,bias}, 12 per block
   for (const std::string& name : names) EXPECT_EQ(name.rfind("transformer.", 0), 0u) << name;
@@ -294,7 +299,8 @@ TEST(Safetensors, GoldenTinyCheckpointHasPrefixedHfNamesAndFullVocabWte) {
 }
 
 TEST(Safetensors, GoldenCharCheckpointReadsEveryTensorWithItsHeaderShape) {
-  const SafetensorsFile file = SafetensorsFile::open(test::golden_dir("char") + "/model.safetensors");
+  const SafetensorsFile file =
+      SafetensorsFile::open(test::golden_dir("char") + "/model.safetensors");
   EXPECT_EQ(file.entry("transformer.wte.weight").shape, (Shape{65, 32}));
   for (const std::string& name : file.names()) {
     SCOPED_TRACE(name);
@@ -313,8 +319,17 @@ TEST(SafetensorsHostile, GoldenFileTruncatedAnywhereFailsAtOpenNamingTheProblem)
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(whole[i]);
   const uint64_t data_start = 8 + n;
-  std::vector<uint64_t> cuts = {0, 1, 7, 8, 9, 100, data_start - 1, data_start, data_start + 1,
-                                data_start + 1000, whole.size() - 1};
+  std::vector<uint64_t> cuts = {0,
+                                1,
+                                7,
+                                8,
+                                9,
+                                100,
+                                data_start - 1,
+                                data_start,
+                                data_start + 1,
+                                data_start + 1000,
+                                whole.size() - 1};
   for (uint64_t cut = 0; cut < whole.size(); cut += whole.size() / 23) cuts.push_back(cut);
   for (const uint64_t cut : cuts) {
     SCOPED_TRACE("cut at byte " + std::to_string(cut));
@@ -330,13 +345,15 @@ TEST(SafetensorsHostile, TinyFilesAndMissingPathsFailWithTheirPath) {
   expect_open_error(dir, "", "file is 0 bytes, too short");
   expect_open_error(dir, "1234567", "file is 7 bytes, too short");
   const std::string missing = dir.file("absent.safetensors");
-  expect_error([&] { SafetensorsFile::open(missing); }, "cannot open " + missing + ": No such file");
+  expect_error([&] { SafetensorsFile::open(missing); },
+               "cannot open " + missing + ": No such file");
   expect_error([&] { SafetensorsFile::open(dir.file("")); }, "not a regular file");
 }
 
 TEST(SafetensorsHostile, HeaderLengthPastTheEndOrAbsurdIsRefusedBeforeReading) {
   const TempDir dir;
-  expect_open_error(dir, u64_le(1000) + "{}", "header length 1000 runs past the end of the 10-byte");
+  expect_open_error(dir, u64_le(1000) + "{}",
+                    "header length 1000 runs past the end of the 10-byte");
   expect_open_error(dir, u64_le(~uint64_t{0}) + "{}", "exceeds the 100000000-byte limit");
   expect_open_error(dir, u64_le(100000001) + "{}", "exceeds the 100000000-byte limit");
 }
@@ -403,9 +420,9 @@ TEST(SafetensorsHostile, NegativeOrOverflowingShapesAreRefusedWithoutOverflow) {
   const TempDir dir;
   const std::string data(16, '\0');
   const auto entry = [&](const std::string& dtype, const std::string& shape) {
-    return with_header("{\"w\":{\"dtype\":\"" + dtype + "\",\"shape\":" + shape +
-                           ",\"data_offsets\":[0,16]}}",
-                       data);
+    return with_header(
+        "{\"w\":{\"dtype\":\"" + dtype + "\",\"shape\":" + shape + ",\"data_offsets\":[0,16]}}",
+        data);
   };
   expect_open_error(dir, entry("F32", "[-4]"), "shape has a negative dimension -4");
   expect_open_error(dir, entry("F32", "[4294967296,4294967296]"), "has too many elements");
@@ -434,12 +451,11 @@ TEST(SafetensorsHostile, ByteRangesThatLieAboutSizeOrPositionAreRefused) {
 
 TEST(SafetensorsHostile, OverlappingByteRangesAreRefused) {
   const TempDir dir;
-  expect_open_error(
-      dir,
-      with_header(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-                  R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
-                  std::string(12, '\0')),
-      "tensor 'b' bytes [4, 12) overlap tensor 'a' bytes [0, 8)");
+  expect_open_error(dir,
+                    with_header(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                                R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                                std::string(12, '\0')),
+                    "tensor 'b' bytes [4, 12) overlap tensor 'a' bytes [0, 8)");
 }
 
 }  // namespace

@@ -12,7 +12,9 @@
 namespace forge {
 namespace {
 
-std::string reason(int err) { return std::generic_category().message(err); }
+std::string reason(int err) {
+  return std::generic_category().message(err);
+}
 
 std::string parent_directory(const std::string& path) {
   const std::size_t slash = path.find_last_of('/');

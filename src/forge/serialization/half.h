@@ -24,6 +24,8 @@ inline float f16_to_f32(uint16_t h) {
 }
 
 /// bfloat16 is the top half of an f32.
-inline float bf16_to_f32(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+inline float bf16_to_f32(uint16_t b) {
+  return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
+}
 
 }  // namespace forge

@@ -26,9 +26,9 @@ constexpr const char* kMetadataKey = "__metadata__";
 /// because its size (and so the entry's byte range) cannot be checked.
 uint64_t dtype_bytes(const std::string& dtype) {
   static const std::map<std::string, uint64_t> sizes = {
-      {"BOOL", 1}, {"U8", 1},  {"I8", 1},   {"F8_E4M3", 1}, {"F8_E5M2", 1},
-      {"U16", 2},  {"I16", 2}, {"F16", 2},  {"BF16", 2},    {"U32", 4},
-      {"I32", 4},  {"F32", 4}, {"U64", 8},  {"I64", 8},     {"F64", 8}};
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E4M3", 1}, {"F8_E5M2", 1},
+      {"U16", 2},  {"I16", 2}, {"F16", 2}, {"BF16", 2},    {"U32", 4},
+      {"I32", 4},  {"F32", 4}, {"U64", 8}, {"I64", 8},     {"F64", 8}};
   const auto it = sizes.find(dtype);
   return it == sizes.end() ? 0 : it->second;
 }
@@ -63,8 +63,8 @@ SafetensorsEntry parse_entry(const std::string& path, const std::string& name, c
   const Json& offsets = j["data_offsets"];
   FORGE_CHECK(dtype.is_string(), "{}: 'dtype' must be a string, got {}", where, dtype.type_name());
   FORGE_CHECK(shape.is_array(), "{}: 'shape' must be an array, got {}", where, shape.type_name());
-  FORGE_CHECK(offsets.is_array(), "{}: 'data_offsets' must be an array [begin, end], got {}",
-              where, offsets.type_name());
+  FORGE_CHECK(offsets.is_array(), "{}: 'data_offsets' must be an array [begin, end], got {}", where,
+              offsets.type_name());
   FORGE_CHECK(offsets.size() == 2, "{}: 'data_offsets' must be [begin, end], got {} elements",
               where, offsets.size());
 
@@ -242,8 +242,7 @@ void save_safetensors(const std::string& path,
     FORGE_CHECK(name != kMetadataKey, "{}: '{}' is reserved and cannot name a tensor", path,
                 kMetadataKey);
     FORGE_CHECK(tensor.defined(), "{}: tensor '{}' is undefined", path, name);
-    FORGE_CHECK(sorted.emplace(name, &tensor).second, "{}: tensor '{}' is given twice", path,
-                name);
+    FORGE_CHECK(sorted.emplace(name, &tensor).second, "{}: tensor '{}' is given twice", path, name);
   }
 
   // ordered_json keeps __metadata__ first, as HuggingFace writes it.
