@@ -6,10 +6,12 @@
 // (the reference accumulates in double; for the unit-range data here mag ≈ k/4).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -375,6 +377,29 @@ TEST(CpuKernels, ThreadPoolCoversEveryIndexExactlyOnce) {
       }
     }
   }
+}
+
+TEST(CpuKernels, ThreadPoolRunsNestedLoopsInlineAndRethrowsChunkErrors) {
+  ThreadPool pool(3);
+  std::vector<int> hits(12, 0);
+  pool.parallel_for(3, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      pool.parallel_for(4, 1, [&](int64_t b, int64_t e) {
+        for (int64_t j = b; j < e; ++j) ++hits[i * 4 + j];
+      });
+    }
+  });
+  EXPECT_EQ(hits, std::vector<int>(12, 1));
+  EXPECT_THROW(pool.parallel_for(3, 1,
+                                 [](int64_t begin, int64_t) {
+                                   if (begin > 0) throw std::runtime_error("chunk failed");
+                                 }),
+               std::runtime_error);
+  std::atomic<int64_t> total{0};  // the pool still works afterwards
+  pool.parallel_for(3, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) total += i;
+  });
+  EXPECT_EQ(total, 3);
 }
 
 }  // namespace

@@ -53,47 +53,85 @@ int64_t block_size(int64_t n, int64_t max_block, int64_t align) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Packing.
+// Packing. A panel of op(a) is MR rows by kc: ap[p·MR + i] = op(a)[row0 + i, p0 + p], rows past
+// `rows` zero. A panel of op(b) is kc by NR: bp[p·NR + j] = op(b)[p0 + p, col0 + j], columns
+// past `cols` zero. One panel per call; panels follow each other in the packing buffer.
 
-/// ap[r·kc·MR + p·MR + i] = op(a)[i0 + r·MR + i, p0 + p] for p < kc, rows past mc zero.
-void pack_a(float* ap, const Gemm& g, const float* a, int64_t i0, int64_t mc, int64_t p0,
-            int64_t kc) {
-  for (int64_t r = 0; r < mc; r += kMR, ap += kc * kMR) {
-    const int64_t rows = std::min(kMR, mc - r);
-    if (rows < kMR) std::fill(ap, ap + kc * kMR, 0.0f);
-    if (g.trans_a) {  // op(a) rows are columns of a: each p is a contiguous run of `rows`
-      for (int64_t p = 0; p < kc; ++p) {
-        const float* src = a + (p0 + p) * g.lda + i0 + r;
-        for (int64_t i = 0; i < rows; ++i) ap[p * kMR + i] = src[i];
-      }
-    } else {
-      for (int64_t i = 0; i < rows; ++i) {
-        const float* src = a + (i0 + r + i) * g.lda + p0;
-        for (int64_t p = 0; p < kc; ++p) ap[p * kMR + i] = src[p];
-      }
+void pack_a_panel(float* ap, const Gemm& g, const float* a, int64_t row0, int64_t rows,
+                  int64_t p0, int64_t kc) {
+  if (rows < kMR) std::fill(ap, ap + kc * kMR, 0.0f);
+  if (g.trans_a) {  // op(a) rows are columns of a: each p is a contiguous run of `rows`
+    for (int64_t p = 0; p < kc; ++p) {
+      const float* src = a + (p0 + p) * g.lda + row0;
+      for (int64_t i = 0; i < rows; ++i) ap[p * kMR + i] = src[i];
+    }
+  } else {
+    for (int64_t i = 0; i < rows; ++i) {
+      const float* src = a + (row0 + i) * g.lda + p0;
+      for (int64_t p = 0; p < kc; ++p) ap[p * kMR + i] = src[p];
     }
   }
 }
 
-/// bp[q·kc·NR + p·NR + j] = op(b)[p0 + p, j0 + q·NR + j] for p < kc, columns past nc zero.
-void pack_b(float* bp, const Gemm& g, const float* b, int64_t j0, int64_t nc, int64_t p0,
-            int64_t kc) {
-  for (int64_t q = 0; q < nc; q += kNR, bp += kc * kNR) {
-    const int64_t cols = std::min(kNR, nc - q);
-    if (cols < kNR) std::fill(bp, bp + kc * kNR, 0.0f);
-    if (g.trans_b) {  // op(b) columns are rows of b: read each row contiguously
-      for (int64_t j = 0; j < cols; ++j) {
-        const float* src = b + (j0 + q + j) * g.ldb + p0;
-        for (int64_t p = 0; p < kc; ++p) bp[p * kNR + j] = src[p];
-      }
-    } else {
-      for (int64_t p = 0; p < kc; ++p) {
-        const float* src = b + (p0 + p) * g.ldb + j0 + q;
-        for (int64_t j = 0; j < cols; ++j) bp[p * kNR + j] = src[j];
-      }
+void pack_b_panel(float* bp, const Gemm& g, const float* b, int64_t col0, int64_t cols,
+                  int64_t p0, int64_t kc) {
+  if (cols < kNR) std::fill(bp, bp + kc * kNR, 0.0f);
+  if (g.trans_b) {  // op(b) columns are rows of b: read each row contiguously
+    for (int64_t j = 0; j < cols; ++j) {
+      const float* src = b + (col0 + j) * g.ldb + p0;
+      for (int64_t p = 0; p < kc; ++p) bp[p * kNR + j] = src[p];
+    }
+  } else {
+    for (int64_t p = 0; p < kc; ++p) {
+      const float* src = b + (p0 + p) * g.ldb + col0;
+      for (int64_t j = 0; j < cols; ++j) bp[p * kNR + j] = src[j];
     }
   }
 }
+
+// The transposing cases (a row-major a, a transposed b) through 8×8 register transposes: the
+// scalar loops above write with a stride and cost several cycles per element.
+FORGE_AVX2 void pack_a_panel_avx2(float* ap, const Gemm& g, const float* a, int64_t row0,
+                                  int64_t rows, int64_t p0, int64_t kc) {
+  if (g.trans_a || rows < kMR) return pack_a_panel(ap, g, a, row0, rows, p0, kc);
+  const float* src[kMR];
+  for (int64_t i = 0; i < kMR; ++i) src[i] = a + (row0 + i) * g.lda + p0;
+  int64_t p = 0;
+  for (; p + 8 <= kc; p += 8) {
+    __m256 r[8];
+    for (int64_t i = 0; i < kMR; ++i) r[i] = _mm256_loadu_ps(src[i] + p);
+    r[6] = r[7] = _mm256_setzero_ps();
+    avx2::transpose8x8(r);
+    for (int64_t q = 0; q < 8; ++q) {  // the first 6 lanes of each transposed row
+      float* dst = ap + (p + q) * kMR;
+      _mm_storeu_ps(dst, _mm256_castps256_ps128(r[q]));
+      _mm_storel_pi(reinterpret_cast<__m64*>(dst + 4), _mm256_extractf128_ps(r[q], 1));
+    }
+  }
+  for (; p < kc; ++p) {
+    for (int64_t i = 0; i < kMR; ++i) ap[p * kMR + i] = src[i][p];
+  }
+}
+
+FORGE_AVX2 void pack_b_panel_avx2(float* bp, const Gemm& g, const float* b, int64_t col0,
+                                  int64_t cols, int64_t p0, int64_t kc) {
+  if (!g.trans_b || cols < kNR) return pack_b_panel(bp, g, b, col0, cols, p0, kc);
+  int64_t p = 0;
+  for (; p + 8 <= kc; p += 8) {
+    for (int64_t h = 0; h < kNR; h += 8) {  // two 8×8 blocks: columns h .. h+7 of the panel
+      __m256 r[8];
+      for (int64_t j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(b + (col0 + h + j) * g.ldb + p0 + p);
+      avx2::transpose8x8(r);
+      for (int64_t q = 0; q < 8; ++q) _mm256_store_ps(bp + (p + q) * kNR + h, r[q]);
+    }
+  }
+  for (; p < kc; ++p) {
+    for (int64_t j = 0; j < kNR; ++j) bp[p * kNR + j] = b[(col0 + j) * g.ldb + p0 + p];
+  }
+}
+
+using PackPanel = void (*)(float* dst, const Gemm& g, const float* src, int64_t first,
+                           int64_t count, int64_t p0, int64_t kc);
 
 // ---------------------------------------------------------------------------------------------
 // Micro-kernels: acc[MR×NR] = Σ_p ap[p·MR + i] · bp[p·NR + j] over packed panels of depth kc,
@@ -131,8 +169,11 @@ void micro_portable(int64_t kc, const float* ap, const float* bp, const Tile& t)
 }
 
 FORGE_AVX2 void micro_avx2(int64_t kc, const float* ap, const float* bp, const Tile& t) {
+  // Every loop over acc is fully unrolled, so it lives in registers, never on the stack.
   __m256 acc[kMR][2];
+#pragma GCC unroll 6
   for (auto& row : acc) row[0] = row[1] = _mm256_setzero_ps();
+#pragma GCC unroll 4
   for (int64_t p = 0; p < kc; ++p, ap += kMR, bp += kNR) {
     const __m256 b0 = _mm256_load_ps(bp);
     const __m256 b1 = _mm256_load_ps(bp + 8);
@@ -145,6 +186,7 @@ FORGE_AVX2 void micro_avx2(int64_t kc, const float* ap, const float* bp, const T
   }
   if (t.mr < kMR || t.nr < kNR) {  // ragged edge: finish through memory
     alignas(32) float spill[kMR * kNR];
+#pragma GCC unroll 6
     for (int64_t i = 0; i < kMR; ++i) {
       _mm256_store_ps(spill + i * kNR, acc[i][0]);
       _mm256_store_ps(spill + i * kNR + 8, acc[i][1]);
@@ -153,7 +195,9 @@ FORGE_AVX2 void micro_avx2(int64_t kc, const float* ap, const float* bp, const T
     return;
   }
   const __m256 alpha = _mm256_set1_ps(t.alpha);
+#pragma GCC unroll 6
   for (int64_t i = 0; i < kMR; ++i) {
+#pragma GCC unroll 2
     for (int64_t h = 0; h < 2; ++h) {
       float* c = t.c + i * t.ldc + 8 * h;
       __m256 v = _mm256_mul_ps(alpha, acc[i][h]);
@@ -288,12 +332,15 @@ FORGE_AVX2 void gemv_n_avx2(float* out, const float* x, const float* b, int64_t 
 
 struct Kernels {
   MicroKernel micro;
+  PackPanel pack_a, pack_b;
   GemvKernel gemv_t, gemv_n;
 };
 
 Kernels kernels_for(Isa isa) {
-  if (isa == Isa::Avx2) return {micro_avx2, gemv_t_avx2, gemv_n_avx2};
-  return {micro_portable, gemv_t_portable, gemv_n_portable};
+  if (isa == Isa::Avx2) {
+    return {micro_avx2, pack_a_panel_avx2, pack_b_panel_avx2, gemv_t_avx2, gemv_n_avx2};
+  }
+  return {micro_portable, pack_a_panel, pack_b_panel, gemv_t_portable, gemv_n_portable};
 }
 
 struct FreeDeleter {
@@ -317,7 +364,7 @@ struct Scratch {
 };
 
 /// out[rows, cols] of one batch slice through the packed loop nest.
-void gemm_tile(const Gemm& g, int64_t bi, Range rows, Range cols, MicroKernel micro) {
+void gemm_tile(const Gemm& g, int64_t bi, Range rows, Range cols, const Kernels& kern) {
   const float* a = g.a + bi * g.stride_a;
   const float* b = g.b + bi * g.stride_b;
   float* out = g.out + bi * g.stride_out;
@@ -329,16 +376,20 @@ void gemm_tile(const Gemm& g, int64_t bi, Range rows, Range cols, MicroKernel mi
     const int64_t nc = std::min(nc_max, cols.end - jc);
     for (int64_t pc = 0; pc < g.k; pc += kc_max) {
       const int64_t kc = std::min(kc_max, g.k - pc);
-      pack_b(s.b.get(), g, b, jc, nc, pc, kc);
+      for (int64_t jr = 0; jr < nc; jr += kNR) {
+        kern.pack_b(s.b.get() + jr * kc, g, b, jc + jr, std::min(kNR, nc - jr), pc, kc);
+      }
       for (int64_t ic = rows.begin; ic < rows.end; ic += mc_max) {
         const int64_t mc = std::min(mc_max, rows.end - ic);
-        pack_a(s.a.get(), g, a, ic, mc, pc, kc);
+        for (int64_t ir = 0; ir < mc; ir += kMR) {
+          kern.pack_a(s.a.get() + ir * kc, g, a, ic + ir, std::min(kMR, mc - ir), pc, kc);
+        }
         for (int64_t jr = 0; jr < nc; jr += kNR) {
           for (int64_t ir = 0; ir < mc; ir += kMR) {
             const Tile t{out + (ic + ir) * g.ldo + jc + jr, g.ldo, std::min(kMR, mc - ir),
                          std::min(kNR, nc - jr), pc > 0, g.alpha,
                          g.bias ? g.bias + jc + jr : nullptr};
-            micro(kc, s.a.get() + ir * kc, s.b.get() + jr * kc, t);
+            kern.micro(kc, s.a.get() + ir * kc, s.b.get() + jr * kc, t);
           }
         }
       }
@@ -404,7 +455,7 @@ void gemm(ThreadPool& pool, const Gemm& g) {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t tile = t % tiles;
       gemm_tile(g, t / tiles, split(g.m, row_tiles, tile / col_tiles, kMR),
-                split(g.n, col_tiles, tile % col_tiles, kNR), kern.micro);
+                split(g.n, col_tiles, tile % col_tiles, kNR), kern);
     }
   });
 }

@@ -47,4 +47,29 @@ FORGE_AVX2 inline __m256 exp(__m256 x) {
   return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
 }
 
+/// Transposes the 8×8 block whose row i is r[i], in place.
+FORGE_AVX2 inline void transpose8x8(__m256 r[8]) {
+  // Interleave pairs of rows, then pairs of pairs, then swap 128-bit halves.
+  __m256 t[8], u[8];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < 2; ++i) {
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256 lo = t[4 * i + h], hi = t[4 * i + h + 2];
+      u[4 * i + 2 * h] = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(1, 0, 1, 0));
+      u[4 * i + 2 * h + 1] = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 2, 3, 2));
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+    r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+  }
+}
+
 }  // namespace forge::cpu::avx2

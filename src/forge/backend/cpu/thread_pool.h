@@ -1,8 +1,10 @@
 // A fixed pool of worker threads for data-parallel loops.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -21,21 +23,26 @@ class ThreadPool {
   int size() const { return static_cast<int>(workers_.size()) + 1; }
 
   /// Runs fn(begin, end) over [0, n) split into contiguous chunks of at least `grain`,
-  /// on the pool and the calling thread; returns when all are done.
+  /// on the pool and the calling thread; returns when all are done. Callers on other threads
+  /// take turns; a call from inside fn runs inline on its thread. An exception thrown by fn
+  /// reaches the caller once every chunk has finished.
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
   void worker_loop(int index);
+  void run_chunk(int index);
 
   std::vector<std::thread> workers_;
-  std::mutex mutex_;
+  std::mutex submit_;  // one job at a time
+  std::mutex mutex_;   // guards sleeping and waking; the job itself is published atomically
   std::condition_variable wake_, done_;
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   int64_t job_n_ = 0;
   int job_chunks_ = 0;
-  int pending_ = 0;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
+  std::exception_ptr error_;  // the first exception a chunk threw, rethrown to the caller
+  std::atomic<int> pending_{0};
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> stop_{false};
 };
 
 }  // namespace forge::cpu
