@@ -147,7 +147,7 @@ TEST(TokenizerFromDirectory, BadJsonNamesTheFile) {
   EXPECT_NE(message.find(dir.dir() + "/vocab.json: invalid JSON"), std::string::npos) << message;
   EXPECT_NE(message.find("column 9"), std::string::npos) << message;
   std::ofstream(dir.dir() + "/vocab.json") << "[1, 2]";
-  EXPECT_NE(load_error(dir).find("expected a JSON object of token → id, got array"),
+  EXPECT_NE(load_error(dir).find("expected a JSON object of token → id, got an array"),
             std::string::npos);
 }
 

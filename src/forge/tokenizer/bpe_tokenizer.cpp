@@ -5,7 +5,6 @@
 #include <cstring>
 #include <functional>
 #include <queue>
-#include <unordered_map>
 
 #include "forge/core/error.h"
 #include "forge/tokenizer/pretokenizer.h"
@@ -19,25 +18,82 @@ namespace {
 // after each merge (O(n²), but faster for the short pieces real text is made of).
 constexpr size_t kShortPiece = 64;
 
-uint64_t hash_bytes(std::string_view s) {
-  uint64_t h = 0x9E3779B97F4A7C15ull ^ s.size();
-  const char* p = s.data();
-  size_t n = s.size();
-  for (; n >= 8; p += 8, n -= 8) {
-    uint64_t w;
-    std::memcpy(&w, p, 8);
-    h = (h ^ w) * 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 31;
+// Up to 8 bytes as a little-endian word, zero above: without a variable-length memcpy.
+uint64_t load_head(const char* p, size_t n) {
+  uint64_t v = 0;
+  if (n >= 8) {
+    std::memcpy(&v, p, 8);
+  } else if (n >= 4) {
+    uint32_t lo, hi;
+    std::memcpy(&lo, p, 4);
+    std::memcpy(&hi, p + n - 4, 4);  // overlaps lo: the shared bytes are equal
+    v = lo | (static_cast<uint64_t>(hi) << (8 * (n - 4)));
+  } else if (n > 0) {
+    const auto b = [&](size_t i) {
+      return static_cast<uint64_t>(static_cast<unsigned char>(p[i]));
+    };
+    v = b(0) | (b(n / 2) << (8 * (n / 2))) | (b(n - 1) << (8 * (n - 1)));
   }
-  if (n != 0) {
-    uint64_t w = 0;
-    std::memcpy(&w, p, n);
-    h = (h ^ w) * 0x94D049BB133111EBull;
-  }
-  h ^= h >> 29;
-  h *= 0xBF58476D1CE4E5B9ull;
-  return h ^ (h >> 32);
+  return v;
 }
+
+struct ByteKey {
+  uint64_t head;  // the first 8 bytes
+  uint64_t hash;
+};
+
+ByteKey byte_key(std::string_view s) {
+  const uint64_t head = load_head(s.data(), s.size());
+  uint64_t h = (head ^ (s.size() * 0x9E3779B97F4A7C15ull)) * 0xBF58476D1CE4E5B9ull;
+  for (size_t i = 8; i < s.size(); i += 8) {
+    h = ((h ^ (h >> 31)) ^ load_head(s.data() + i, std::min<size_t>(8, s.size() - i))) *
+        0x94D049BB133111EBull;
+  }
+  return {head, h ^ (h >> 32)};
+}
+
+// Where the ids of pieces that needed merging already are in one encode call's output, by
+// piece content: words repeat. Local to the call, so encode stays thread-safe.
+class MergedPieces {
+ public:
+  struct Entry {
+    std::string_view piece;  // empty: a free slot
+    uint64_t hash;
+    uint32_t start, count;
+  };
+
+  const Entry* find(std::string_view piece, uint64_t hash) const {
+    if (slots_.empty()) return nullptr;
+    for (size_t i = hash & (slots_.size() - 1);; i = (i + 1) & (slots_.size() - 1)) {
+      const Entry& e = slots_[i];
+      if (e.piece.empty()) return nullptr;
+      if (e.hash == hash && e.piece == piece) return &e;
+    }
+  }
+
+  void insert(const Entry& entry) {
+    if (2 * (used_ + 1) > slots_.size()) grow();
+    place(entry);
+    ++used_;
+  }
+
+ private:
+  void place(const Entry& entry) {
+    size_t i = entry.hash & (slots_.size() - 1);
+    while (!slots_[i].piece.empty()) i = (i + 1) & (slots_.size() - 1);
+    slots_[i] = entry;
+  }
+  void grow() {
+    std::vector<Entry> old(std::max<size_t>(1024, 2 * slots_.size()));
+    old.swap(slots_);
+    for (const Entry& e : old) {
+      if (!e.piece.empty()) place(e);
+    }
+  }
+
+  std::vector<Entry> slots_;
+  size_t used_ = 0;
+};
 
 // GPT-2 spells each byte as a printable character: the printable Latin-1 bytes as themselves,
 // the other 68 as U+0100 onwards, in byte order.
@@ -77,10 +133,6 @@ size_t table_size(size_t entries) {
   return std::bit_ceil(std::max<size_t>(16, entries * 2));
 }
 
-struct ViewHash {
-  size_t operator()(std::string_view s) const { return hash_bytes(s); }
-};
-
 }  // namespace
 
 std::unique_ptr<Gpt2BpeTokenizer> Gpt2BpeTokenizer::load(const std::string& vocab_path,
@@ -89,7 +141,7 @@ std::unique_ptr<Gpt2BpeTokenizer> Gpt2BpeTokenizer::load(const std::string& voca
   const std::vector<std::string> vocab = read_vocab_json(vocab_path);
   const auto n = static_cast<uint32_t>(vocab.size());
 
-  t->tokens_.assign(table_size(n), TokenSlot{0, kNone});
+  t->tokens_.assign(table_size(n), TokenSlot{0, 0, kNone});
   t->token_mask_ = t->tokens_.size() - 1;
   std::vector<bool> special(n, false);
   t->offsets_.reserve(n + 1);
@@ -178,20 +230,15 @@ std::unique_ptr<Gpt2BpeTokenizer> Gpt2BpeTokenizer::load(const std::string& voca
 }
 
 uint32_t Gpt2BpeTokenizer::find_token(std::string_view bytes) const {
-  const uint64_t h = hash_bytes(bytes);
-  const auto tag = static_cast<uint32_t>(h >> 32);
-  for (size_t i = h & token_mask_;; i = (i + 1) & token_mask_) {
-    const TokenSlot& slot = tokens_[i];
-    if (slot.id == kNone) return kNone;
-    if (slot.tag == tag && token_bytes(slot.id) == bytes) return slot.id;
-  }
+  const ByteKey key = byte_key(bytes);
+  return find_token(bytes, key.head, key.hash);
 }
 
 void Gpt2BpeTokenizer::insert_token(std::string_view bytes, uint32_t id) {
-  const uint64_t h = hash_bytes(bytes);
-  size_t i = h & token_mask_;
+  const ByteKey key = byte_key(bytes);
+  size_t i = key.hash & token_mask_;
   while (tokens_[i].id != kNone) i = (i + 1) & token_mask_;
-  tokens_[i] = {static_cast<uint32_t>(h >> 32), id};
+  tokens_[i] = {key.head, static_cast<uint32_t>(bytes.size()), id};
 }
 
 void Gpt2BpeTokenizer::insert_pair(uint32_t left, uint32_t right, Merge merge) {
@@ -204,9 +251,7 @@ void Gpt2BpeTokenizer::insert_pair(uint32_t left, uint32_t right, Merge merge) {
 std::vector<uint32_t> Gpt2BpeTokenizer::encode(std::string_view text) const {
   std::vector<uint32_t> ids;
   ids.reserve(text.size() / 4 + 16);
-  // Words repeat: a piece that needed merging is looked up here, as where its ids already are
-  // in `ids`. Local to the call, so encode stays thread-safe.
-  std::unordered_map<std::string_view, std::pair<uint32_t, uint32_t>, ViewHash> merged;
+  MergedPieces merged;
   Gpt2Splitter splitter(text);
   std::string_view piece;
   while (splitter.next(piece)) {
@@ -214,18 +259,18 @@ std::vector<uint32_t> Gpt2BpeTokenizer::encode(std::string_view text) const {
       ids.push_back(byte_ids_[static_cast<unsigned char>(piece[0])]);
       continue;
     }
-    if (const uint32_t id = find_token(piece); id != kNone) {
+    const ByteKey key = byte_key(piece);
+    if (const uint32_t id = find_token(piece, key.head, key.hash); id != kNone) {
       ids.push_back(id);
       continue;
     }
-    if (auto it = merged.find(piece); it != merged.end()) {
-      const auto [start, count] = it->second;
-      for (uint32_t k = 0; k < count; ++k) ids.push_back(ids[start + k]);
+    if (const MergedPieces::Entry* e = merged.find(piece, key.hash)) {
+      for (uint32_t k = 0; k < e->count; ++k) ids.push_back(ids[e->start + k]);
       continue;
     }
     const auto start = static_cast<uint32_t>(ids.size());
     encode_piece(piece, ids);
-    merged.emplace(piece, std::pair(start, static_cast<uint32_t>(ids.size()) - start));
+    merged.insert({piece, key.hash, start, static_cast<uint32_t>(ids.size()) - start});
   }
   return ids;
 }

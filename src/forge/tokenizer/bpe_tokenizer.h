@@ -38,10 +38,12 @@ class Gpt2BpeTokenizer final : public Tokenizer {
  private:
   static constexpr uint32_t kNone = 0xFFFFFFFF;
 
-  // Open addressing from token bytes to id, over the tokens BPE can produce.
+  // Open addressing from token bytes to id, over the tokens BPE can produce. A slot keeps
+  // the token's first 8 bytes and length, which settle most lookups without the arena.
   struct TokenSlot {
-    uint32_t tag;  // high hash bits, to skip most byte comparisons
-    uint32_t id;
+    uint64_t head;
+    uint32_t len;
+    uint32_t id;  // kNone: empty
   };
   // Open addressing from an adjacent pair of tokens to the token they join into.
   struct PairSlot {
@@ -56,6 +58,17 @@ class Gpt2BpeTokenizer final : public Tokenizer {
 
   Gpt2BpeTokenizer() = default;
   uint32_t find_token(std::string_view bytes) const;
+  // `head` and `hash` as byte_key (bpe_tokenizer.cpp) computes them for `bytes`.
+  uint32_t find_token(std::string_view bytes, uint64_t head, uint64_t hash) const {
+    for (size_t i = hash & token_mask_;; i = (i + 1) & token_mask_) {
+      const TokenSlot& slot = tokens_[i];
+      if (slot.head == head && slot.len == bytes.size() &&
+          (slot.len <= 8 || token_bytes(slot.id).substr(8) == bytes.substr(8))) {
+        return slot.id;
+      }
+      if (slot.id == kNone) return kNone;
+    }
+  }
   void insert_token(std::string_view bytes, uint32_t id);
   Merge find_pair(uint32_t left, uint32_t right) const {
     const uint64_t key = (static_cast<uint64_t>(left) << 32) | right;
