@@ -21,6 +21,26 @@ struct MatmulParams {
   float alpha = 1.0f;
 };
 
+/// One dropout call (the mask function is forge::dropout_keep in core/dropout.h).
+struct DropoutParams {
+  uint32_t key = 0;        // per call site and step, from dropout_key()
+  uint32_t threshold = 0;  // dropout_threshold(p): drop element i when its 24-bit draw < this
+  float scale = 1.0f;      // 1 / (1 − p), applied to the kept elements
+};
+
+/// One AdamW step on one tensor (PyTorch's torch.optim.AdamW, decoupled weight decay):
+///   g = grad · grad_scale;  param ·= 1 − lr·weight_decay
+///   m = β1·m + (1 − β1)·g;  v = β2·v + (1 − β2)·g²
+///   param −= (lr / bias_correction1) · m / (√v / √bias_correction2 + eps)
+struct AdamWParams {
+  float lr = 1e-3f;
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+  float weight_decay = 0.0f;
+  float grad_scale = 1.0f;         // the grad-norm clip coefficient
+  float bias_correction1 = 1.0f;   // 1 − β1^step
+  float bias_correction2 = 1.0f;   // 1 − β2^step
+};
+
 /// Always-on device counters, so a regression in submits or allocations shows in any run.
 /// The CPU backend reports zeros.
 struct Counters {
@@ -81,6 +101,28 @@ class Backend {
   virtual void kv_append(const Tensor& cache, const Tensor& x, int64_t pos) = 0;
   virtual void argmax(const Tensor& out_ids, const Tensor& x) = 0;
   virtual void topn(const Tensor& out_ids, const Tensor& out_values, const Tensor& x) = 0;
+
+  // Training kernels (contracts in ops/train_ops.h). The defaults throw, so a backend compiles
+  // before it has them; unimplemented() names the op and the backend.
+  virtual void mul(const Tensor& out, const Tensor& a, const Tensor& b);
+  virtual void sum_rows(const Tensor& out, const Tensor& x);
+  virtual void sum_squares(const Tensor& out, const Tensor& x);
+  virtual void gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dy);
+  virtual void layernorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
+                                  const Tensor& dy, const Tensor& x, const Tensor& weight,
+                                  float eps);
+  virtual void softmax_causal_backward(const Tensor& dscores, const Tensor& probs,
+                                       const Tensor& dprobs, int64_t offset);
+  virtual void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout,
+                                  const Tensor& ids, int64_t seq_len, int64_t pos_offset);
+  virtual void cross_entropy(const Tensor& losses, const Tensor* dlogits, const Tensor& logits,
+                             const Tensor& targets, float grad_scale);
+  virtual void dropout(const Tensor& out, const Tensor& x, const DropoutParams& params);
+  virtual void adamw(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                     const AdamWParams& params);
+
+ protected:
+  [[noreturn]] void unimplemented(const char* op) const;
 };
 
 /// RAII dispatch scope on a device: `{ DispatchScope scope(device); ...ops... }` is one submit.

@@ -1,31 +1,50 @@
-// The three layers GPT-2 is built from. Weights follow HuggingFace's Conv1D layout: a Linear's
-// weight is [in, out], so y = x·W + b with no transpose.
+// The layers GPT-2 is built from, on autograd Vars: with no tape they are plain inference, on a
+// tape their parameters become leaves whose gradients backward() fills (autograd/tape.h).
+// Weights follow HuggingFace's Conv1D layout: a Linear's weight is [in, out], so y = x·W + b
+// with no transpose.
 #pragma once
 
+#include "forge/autograd/functions.h"
 #include "forge/ops/ops.h"
 
 namespace forge::nn {
 
+using autograd::Var;
+
 struct Linear {
   Tensor weight;  // [in, out]
   Tensor bias;    // [out]
-  Tensor operator()(const Tensor& x) const { return ops::matmul(x, weight, {}, bias); }
+  Var operator()(const Var& x) const {
+    return autograd::matmul(x, autograd::param(x.tape(), weight), {},
+                            autograd::param(x.tape(), bias));
+  }
 };
 
 struct LayerNorm {
   Tensor weight;  // [c]
   Tensor bias;    // [c]
   float eps = 1e-5f;
-  Tensor operator()(const Tensor& x) const { return ops::layernorm(x, weight, bias, eps); }
+  Var operator()(const Var& x) const {
+    return autograd::layernorm(x, autograd::param(x.tape(), weight),
+                               autograd::param(x.tape(), bias), eps);
+  }
 };
 
-/// Token plus learned position embedding.
+/// Token plus learned position embedding; `tape` (or null) is where the forward records.
 struct Embedding {
   Tensor wte;  // [vocab, c]
   Tensor wpe;  // [n_ctx, c]
-  Tensor operator()(const Tensor& ids, int64_t seq_len, int64_t pos_offset) const {
-    return ops::embedding(ids, wte, wpe, seq_len, pos_offset);
+  Var operator()(const Tensor& ids, int64_t seq_len, int64_t pos_offset,
+                 autograd::Tape* tape) const {
+    return autograd::embedding(ids, autograd::param(tape, wte), autograd::param(tape, wpe),
+                               seq_len, pos_offset);
   }
+};
+
+/// Inverted dropout with probability p; each call needs its own key (core/dropout.h).
+struct Dropout {
+  float p = 0.0f;
+  Var operator()(const Var& x, uint32_t key) const { return autograd::dropout(x, p, key); }
 };
 
 }  // namespace forge::nn

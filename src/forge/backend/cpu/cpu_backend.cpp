@@ -5,6 +5,7 @@
 
 #include "forge/backend/cpu/kernels.h"
 #include "forge/backend/cpu/thread_pool.h"
+#include "forge/backend/cpu/train_kernels.h"
 #include "forge/core/error.h"
 
 namespace forge {
@@ -143,7 +144,59 @@ class CpuBackend final : public Backend {
     cpu::ref::topn(out_ids.u32(), f(out_values), f(x), x.dim(0), x.dim(1), out_ids.dim(1));
   }
 
+  // Training kernels (train_kernels.h).
+  void mul(const Tensor& out, const Tensor& a, const Tensor& b) override {
+    cpu::mul(pool_, f(out), f(a), f(b), out.numel());
+  }
+  void sum_rows(const Tensor& out, const Tensor& x) override {
+    cpu::sum_rows(pool_, f(out), f(x), x.dim(0), x.dim(1));
+  }
+  void sum_squares(const Tensor& out, const Tensor& x) override {
+    cpu::sum_squares(pool_, f(out), f(x), x.numel());
+  }
+  void gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dy) override {
+    cpu::gelu_backward(pool_, f(dx), f(x), f(dy), x.numel());
+  }
+  void layernorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
+                          const Tensor& dy, const Tensor& x, const Tensor& weight,
+                          float eps) override {
+    cpu::layernorm_backward(pool_, f(dx), f(dweight), f(dbias), f(dy), f(x), f(weight), x.dim(0),
+                            x.dim(1), eps);
+  }
+  void softmax_causal_backward(const Tensor& dscores, const Tensor& probs, const Tensor& dprobs,
+                               int64_t offset) override {
+    cpu::softmax_causal_backward(pool_, f(dscores), f(probs), f(dprobs), probs.dim(0),
+                                 probs.dim(1), probs.dim(2), offset);
+  }
+  void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout,
+                          const Tensor& ids, int64_t seq_len, int64_t pos_offset) override {
+    check_ids_below(ids, dwte.dim(0), "embedding_backward");
+    cpu::embedding_backward(pool_, f(dwte), f(dwpe), f(dout), ids.u32(), ids.numel(), dout.dim(1),
+                            dwte.dim(0), dwpe.dim(0), seq_len, pos_offset);
+  }
+  void cross_entropy(const Tensor& losses, const Tensor* dlogits, const Tensor& logits,
+                     const Tensor& targets, float grad_scale) override {
+    check_ids_below(targets, logits.dim(1), "cross_entropy");
+    cpu::cross_entropy(pool_, f(losses), dlogits ? f(*dlogits) : nullptr, f(logits),
+                       targets.u32(), logits.dim(0), logits.dim(1), grad_scale);
+  }
+  void dropout(const Tensor& out, const Tensor& x, const DropoutParams& params) override {
+    cpu::dropout(pool_, f(out), f(x), x.numel(), params);
+  }
+  void adamw(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+             const AdamWParams& params) override {
+    cpu::adamw(pool_, f(param), f(grad), f(m), f(v), param.numel(), params);
+  }
+
  private:
+  static void check_ids_below(const Tensor& ids, int64_t limit, const char* op) {
+    const uint32_t* id = ids.u32();
+    for (int64_t i = 0; i < ids.numel(); ++i) {
+      FORGE_CHECK(id[i] < limit, "{}: id {} at position {} is outside [0, {})", op, id[i], i,
+                  limit);
+    }
+  }
+
   cpu::ThreadPool pool_;
 };
 

@@ -3,8 +3,10 @@
 #include <cmath>
 #include <filesystem>
 
+#include "forge/core/dropout.h"
 #include "forge/core/error.h"
 #include "forge/core/random.h"
+#include "forge/serialization/file_io.h"
 #include "forge/serialization/safetensors.h"
 
 namespace forge {
@@ -128,6 +130,12 @@ std::vector<std::pair<std::string, Tensor>> Gpt2::named_parameters() const {
   return out;
 }
 
+std::vector<Gpt2Parameter> Gpt2::parameters() const {
+  std::vector<Gpt2Parameter> out;
+  for (auto& [name, t] : named_parameters()) out.push_back({name, t, t.rank() >= 2});
+  return out;
+}
+
 int64_t Gpt2::num_parameters() const {
   int64_t n = 0;
   for (const auto& [name, t] : named_parameters()) n += t.numel();
@@ -141,16 +149,10 @@ void Gpt2::save_safetensors(const std::string& path) const {
 void Gpt2::save(const std::string& dir) const {
   std::filesystem::create_directories(dir);
   save_safetensors(dir + "/model.safetensors");
-  const std::string tmp = dir + "/config.json.tmp";
-  {
-    std::FILE* f = std::fopen(tmp.c_str(), "wb");
-    FORGE_CHECK(f != nullptr, "cannot write {}", tmp);
-    const std::string json = config_.to_json();
-    const bool ok = std::fwrite(json.data(), 1, json.size(), f) == json.size();
-    std::fclose(f);
-    FORGE_CHECK(ok, "short write to {}", tmp);
-  }
-  std::filesystem::rename(tmp, dir + "/config.json");
+  AtomicFileWriter config(dir + "/config.json");
+  const std::string json = config_.to_json();
+  config.write(json.data(), json.size());
+  config.commit();
 }
 
 void Gpt2::check_ids(std::span<const uint32_t> ids) const {
@@ -171,62 +173,130 @@ KvCache Gpt2::new_cache() const {
   return cache;
 }
 
-Tensor Gpt2::attention(const Gpt2Block& block, const Tensor& x, int64_t batch, KvCache* cache,
-                       size_t layer, AttentionTrace* trace) const {
-  const ops::Heads heads = ops::split_heads(block.c_attn(x), batch, config_.n_head);
-  const int64_t t = heads.q.dim(1);
-  Tensor k = heads.k, v = heads.v;
+struct Gpt2::Pass {
+  autograd::Tape* tape = nullptr;
+  AttentionTrace* trace = nullptr;
+  nn::Dropout dropout;
+  uint64_t dropout_seed = 0;
+  uint64_t site = 0;  // dropout calls so far: each gets its own key
+
+  nn::Var drop(const nn::Var& x) { return dropout(x, dropout_key(dropout_seed, site++)); }
+};
+
+nn::Var Gpt2::attention(const Gpt2Block& block, const nn::Var& x, int64_t batch, KvCache* cache,
+                        size_t layer, Pass& pass) const {
+  const autograd::Heads heads = autograd::split_heads(block.c_attn(x), batch, config_.n_head);
+  const int64_t t = heads.q.value().dim(1);
+  nn::Var k = heads.k, v = heads.v;
   if (cache) {
-    ops::kv_append(cache->k[layer], heads.k, cache->length);
-    ops::kv_append(cache->v[layer], heads.v, cache->length);
-    k = cache->k[layer].narrow(1, 0, cache->length + t);
-    v = cache->v[layer].narrow(1, 0, cache->length + t);
+    ops::kv_append(cache->k[layer], heads.k.value(), cache->length);
+    ops::kv_append(cache->v[layer], heads.v.value(), cache->length);
+    k = nn::Var(cache->k[layer].narrow(1, 0, cache->length + t));
+    v = nn::Var(cache->v[layer].narrow(1, 0, cache->length + t));
   }
   const float alpha = 1.0f / std::sqrt(static_cast<float>(config_.head_dim()));
-  const Tensor scores = ops::matmul(heads.q, k, {.trans_b = true, .alpha = alpha});
-  const Tensor probs = ops::softmax_causal(scores, k.dim(1) - t);
-  if (trace) trace->push_back(probs);
-  return block.attn_proj(ops::merge_heads(ops::matmul(probs, v), batch));
+  const nn::Var scores = autograd::matmul(heads.q, k, {.trans_b = true, .alpha = alpha});
+  const nn::Var probs = autograd::softmax_causal(scores, k.value().dim(1) - t);
+  if (pass.trace) pass.trace->push_back(probs.value());
+  const nn::Var mixed = autograd::matmul(pass.drop(probs), v);
+  return pass.drop(block.attn_proj(autograd::merge_heads(mixed, batch)));
 }
 
-Tensor Gpt2::run(std::span<const uint32_t> ids, int64_t batch, KvCache* cache,
-                 AttentionTrace* trace) const {
+nn::Var Gpt2::run(std::span<const uint32_t> ids, int64_t batch, KvCache* cache,
+                  Pass& pass) const {
   FORGE_CHECK(!ids.empty(), "empty input: at least one token is needed");
   FORGE_CHECK(batch > 0 && ids.size() % batch == 0, "{} tokens do not fold into {} sequences",
               ids.size(), batch);
   FORGE_CHECK(!cache || batch == 1, "the KV cache holds a single sequence");
+  FORGE_CHECK(!cache || !pass.tape, "the KV cache is for inference: a training pass has none");
   check_ids(ids);
   const int64_t t = static_cast<int64_t>(ids.size()) / batch;
   const int64_t pos = cache ? cache->length : 0;
   FORGE_CHECK(pos + t <= config_.n_ctx,
               "{} tokens after {} cached exceed the context of {} tokens", t, pos, config_.n_ctx);
-  if (trace) trace->clear();
+  if (pass.trace) pass.trace->clear();
   const Tensor id_tensor =
       Tensor::from_ids(std::vector<uint32_t>(ids.begin(), ids.end()), {batch * t}, device_);
-  Tensor x = embed_(id_tensor, t, pos);
+  nn::Var x = pass.drop(embed_(id_tensor, t, pos, pass.tape));
   for (size_t l = 0; l < blocks_.size(); ++l) {
     const Gpt2Block& b = blocks_[l];
-    x = ops::add(x, attention(b, b.ln_1(x), batch, cache, l, trace));
-    x = ops::add(x, b.mlp_proj(ops::gelu(b.c_fc(b.ln_2(x)))));
+    x = autograd::add(x, attention(b, b.ln_1(x), batch, cache, l, pass));
+    const nn::Var mlp = b.mlp_proj(autograd::gelu(b.c_fc(b.ln_2(x))));
+    x = autograd::add(x, pass.drop(mlp));
   }
   if (cache) cache->length += t;
   return ln_f_(x);
 }
 
+Tensor Gpt2::run_inference(std::span<const uint32_t> ids, int64_t batch, KvCache* cache,
+                           AttentionTrace* trace) const {
+  Pass pass;
+  pass.trace = trace;
+  return run(ids, batch, cache, pass).value();
+}
+
 Tensor Gpt2::hidden(std::span<const uint32_t> ids, int64_t batch, AttentionTrace* trace) const {
-  return run(ids, batch, nullptr, trace);
+  return run_inference(ids, batch, nullptr, trace);
 }
 
 Tensor Gpt2::forward(std::span<const uint32_t> ids, int64_t batch, AttentionTrace* trace) const {
-  return logits_from_hidden(run(ids, batch, nullptr, trace));
+  return logits_from_hidden(run_inference(ids, batch, nullptr, trace));
 }
 
 Tensor Gpt2::prefill(KvCache& cache, std::span<const uint32_t> ids, AttentionTrace* trace) const {
-  return run(ids, 1, &cache, trace);
+  return run_inference(ids, 1, &cache, trace);
 }
 
 Tensor Gpt2::hidden_step(KvCache& cache, uint32_t id, AttentionTrace* trace) const {
-  return run(std::span<const uint32_t>(&id, 1), 1, &cache, trace);
+  return run_inference(std::span<const uint32_t>(&id, 1), 1, &cache, trace);
+}
+
+nn::Var Gpt2::token_losses(std::span<const uint32_t> ids, std::span<const uint32_t> targets,
+                           int64_t batch, autograd::Tape* tape, const LossOptions& options,
+                           float grad_scale) const {
+  FORGE_CHECK(targets.size() == ids.size(), "{} targets for {} input tokens", targets.size(),
+              ids.size());
+  check_ids(targets);
+  Pass pass;
+  pass.tape = tape;
+  pass.dropout.p = options.dropout;
+  pass.dropout_seed = options.dropout_seed;
+  const nn::Var hidden = run(ids, batch, nullptr, pass);
+  // The tied head: the same wte leaf as the embedding, so its gradient gets both terms.
+  const nn::Var logits =
+      autograd::matmul(hidden, autograd::param(tape, embed_.wte), {.trans_b = true});
+  const Tensor target_tensor = Tensor::from_ids(
+      std::vector<uint32_t>(targets.begin(), targets.end()), {int64_t(targets.size())}, device_);
+  return autograd::cross_entropy(logits, target_tensor, grad_scale);
+}
+
+namespace {
+
+double mean(const Tensor& losses) {
+  double sum = 0.0;
+  for (float l : losses.to_floats()) sum += l;
+  return sum / static_cast<double>(losses.numel());
+}
+
+}  // namespace
+
+double Gpt2::loss(std::span<const uint32_t> ids, std::span<const uint32_t> targets,
+                  int64_t batch) const {
+  return mean(token_losses(ids, targets, batch, nullptr, {}, 0.0f).value());
+}
+
+double Gpt2::loss_grads(std::span<const uint32_t> ids, std::span<const uint32_t> targets,
+                        int64_t batch, Gpt2Grads& grads, const LossOptions& options) const {
+  const std::vector<Gpt2Parameter> params = parameters();
+  if (grads.empty()) grads.resize(params.size());
+  FORGE_CHECK(grads.size() == params.size(), "loss_grads: {} gradients for {} parameters",
+              grads.size(), params.size());
+  autograd::Tape tape;
+  for (size_t i = 0; i < params.size(); ++i) tape.watch(params[i].tensor, &grads[i]);
+  const float grad_scale = options.grad_scale / static_cast<float>(ids.size());
+  const nn::Var losses = token_losses(ids, targets, batch, &tape, options, grad_scale);
+  tape.backward(losses);
+  return mean(losses.value());
 }
 
 Tensor Gpt2::logits_from_hidden(const Tensor& hidden) const {

@@ -32,6 +32,25 @@ struct KvCache {
 /// Post-softmax attention probabilities of one forward: layer l is [n_head, t, kv_len].
 using AttentionTrace = std::vector<Tensor>;
 
+/// One trainable tensor under its HF name; `decay` marks those AdamW decays (ndim ≥ 2: the
+/// matrices and both embeddings; biases and LayerNorm parameters are not decayed).
+struct Gpt2Parameter {
+  std::string name;
+  Tensor tensor;
+  bool decay;
+};
+
+/// Gradients aligned with parameters(); an undefined entry counts as zero. loss_grads() adds
+/// into them, so gradient accumulation is calling it once per micro-batch before a step.
+using Gpt2Grads = std::vector<Tensor>;
+
+/// How a training forward runs.
+struct LossOptions {
+  float dropout = 0.0f;       // GPT-2's embedding, attention and residual dropout probability
+  uint64_t dropout_seed = 0;  // keys every dropout call of the pass; vary it per micro-batch
+  float grad_scale = 1.0f;    // scales the gradient of the mean loss (1 / accumulation steps)
+};
+
 /// Called while loading with (tensors done, tensors in all).
 using LoadProgress = std::function<void(int64_t, int64_t)>;
 
@@ -56,6 +75,8 @@ class Gpt2 {
   int64_t num_parameters() const;
   /// Every parameter under its HF name ("transformer.h.0.attn.c_attn.weight", ...).
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
+  /// The same parameters, in the same order, with their weight-decay flags.
+  std::vector<Gpt2Parameter> parameters() const;
 
   /// ids [batch·t] (batch sequences of t tokens) → logits [batch·t, vocab].
   Tensor forward(std::span<const uint32_t> ids, int64_t batch = 1,
@@ -73,15 +94,32 @@ class Gpt2 {
   /// Tied LM head: hidden [r, c] → logits [r, vocab].
   Tensor logits_from_hidden(const Tensor& hidden) const;
 
+  /// Mean cross-entropy of `targets` given `ids` (both [batch·t]), without dropout or tape.
+  double loss(std::span<const uint32_t> ids, std::span<const uint32_t> targets,
+              int64_t batch = 1) const;
+  /// Forward and backward over one batch: returns its mean cross-entropy and adds
+  /// grad_scale · d(mean)/dθ into `grads` (sized to parameters() if empty). wte gets both the
+  /// embedding's and the tied head's contribution.
+  double loss_grads(std::span<const uint32_t> ids, std::span<const uint32_t> targets,
+                    int64_t batch, Gpt2Grads& grads, const LossOptions& options = {}) const;
+
   /// Throws forge::Error naming the first id outside the vocabulary.
   void check_ids(std::span<const uint32_t> ids) const;
 
  private:
+  struct Pass;  // one forward's tape, dropout and attention trace (gpt2.cpp)
+
   Gpt2(Gpt2Config config, Device device) : config_(std::move(config)), device_(std::move(device)) {}
-  Tensor run(std::span<const uint32_t> ids, int64_t batch, KvCache* cache,
-             AttentionTrace* trace) const;
-  Tensor attention(const Gpt2Block& block, const Tensor& x, int64_t batch, KvCache* cache,
-                   size_t layer, AttentionTrace* trace) const;
+  /// The one definition of the network: inference runs it without a tape, training with one.
+  nn::Var run(std::span<const uint32_t> ids, int64_t batch, KvCache* cache, Pass& pass) const;
+  nn::Var attention(const Gpt2Block& block, const nn::Var& x, int64_t batch, KvCache* cache,
+                    size_t layer, Pass& pass) const;
+  Tensor run_inference(std::span<const uint32_t> ids, int64_t batch, KvCache* cache,
+                       AttentionTrace* trace) const;
+  /// Per-row NLL of targets on `tape` (or none), from a forward with `options`.
+  nn::Var token_losses(std::span<const uint32_t> ids, std::span<const uint32_t> targets,
+                       int64_t batch, autograd::Tape* tape, const LossOptions& options,
+                       float grad_scale) const;
 
   Gpt2Config config_;
   Device device_;
