@@ -295,7 +295,7 @@ class ReadState final : public Future::State {
   WGPUFuture future{};
   std::shared_ptr<Buffer> staging;
   std::vector<Read> reads;
-  WGPUMapAsyncStatus status = WGPUMapAsyncStatus_Success;
+  WGPUMapAsyncStatus status = WGPUMapAsyncStatus_Error;  // until the callback says otherwise
   std::string message;
   bool done = false;
   bool poll() override;
@@ -782,8 +782,10 @@ void ReadState::finish() {
     ctx->check_errors();
     fail("WebGPU: readback failed: {}", message);
   }
-  const auto* src = static_cast<const char*>(
-      ctx->d_.BufferGetConstMappedRange(b, 0, WGPU_WHOLE_MAP_SIZE));
+  uint64_t total = 0;
+  for (const Read& r : reads) total += r.bytes;
+  const auto* src = static_cast<const char*>(ctx->d_.BufferGetConstMappedRange(b, 0, total));
+  FORGE_CHECK(src != nullptr, "WebGPU: readback of {} bytes has no mapped range", total);
   uint64_t at = 0;
   for (const Read& r : reads) {
     std::memcpy(r.dst, src + at, r.bytes);

@@ -277,7 +277,7 @@ class WebGpuBackend final : public Backend {
     const int64_t batch = out.rank() == 3 ? out.dim(0) : 1;
     // k = 0 needs no case: the kernels' empty k loop leaves alpha·0 + bias, as the CPU does.
     if (batch == 0 || out.numel() == 0) return;
-    matmul_part(g, {0, batch, 0, out.dim(-2), 0, out.dim(-1)});
+    matmul_part(g, {0, batch, 0, out.dim(-2), 0, out.dim(-1), 0, g.k, false});
   }
 
  private:
@@ -285,47 +285,56 @@ class WebGpuBackend final : public Backend {
     const Tensor *out, *a, *b, *bias;
     bool trans_a, trans_b;
     float alpha;
-    int64_t k, lda, ldb, ldo, sa, sb, so;
+    int64_t k, lda, ldb, ldo, sa, sb, so;  // k: the whole product's
   };
   struct Part {
-    int64_t b0, nb, m0, m, n0, n;
+    int64_t b0, nb, m0, m, n0, n, k0, k;
+    bool accumulate;
   };
 
-  /// Splits the product until every operand's window fits one binding (batches first, then rows
-  /// of out, then columns: a trans_b operand such as the tied LM head's wte shrinks with n).
+  /// Splits the product until every operand's window fits one binding: batches first, then
+  /// rows of out, then columns (a trans_b operand such as the tied LM head's wte shrinks with n),
+  /// then k (a trans_a a, or a plain b, shrinks with k; later k chunks accumulate into out).
   void matmul_part(const Gemm& g, const Part& q) {
-    const int64_t k = g.k;
-    const int64_t ka = std::max<int64_t>(k, 1);
+    const int64_t ka = std::max<int64_t>(q.k, 1);
     const int64_t base_a = g.a->offset() + q.b0 * g.sa;
     const int64_t base_b = g.b->offset() + q.b0 * g.sb;
     const int64_t base_o = g.out->offset() + q.b0 * g.so;
     const int64_t last_a = (q.nb - 1) * g.sa, last_b = (q.nb - 1) * g.sb, last_o = (q.nb - 1) * g.so;
     const auto [a0, a1] = g.trans_a
-        ? std::pair{base_a + q.m0, base_a + last_a + (ka - 1) * g.lda + q.m0 + q.m}
-        : std::pair{base_a + q.m0 * g.lda, base_a + last_a + (q.m0 + q.m - 1) * g.lda + ka};
+        ? std::pair{base_a + q.k0 * g.lda + q.m0, base_a + last_a + (q.k0 + ka - 1) * g.lda + q.m0 + q.m}
+        : std::pair{base_a + q.m0 * g.lda + q.k0, base_a + last_a + (q.m0 + q.m - 1) * g.lda + q.k0 + ka};
     const auto [b0, b1] = g.trans_b
-        ? std::pair{base_b + q.n0 * g.ldb, base_b + last_b + (q.n0 + q.n - 1) * g.ldb + ka}
-        : std::pair{base_b + q.n0, base_b + last_b + (ka - 1) * g.ldb + q.n0 + q.n};
+        ? std::pair{base_b + q.n0 * g.ldb + q.k0, base_b + last_b + (q.n0 + q.n - 1) * g.ldb + q.k0 + ka}
+        : std::pair{base_b + q.k0 * g.ldb + q.n0, base_b + last_b + (q.k0 + ka - 1) * g.ldb + q.n0 + q.n};
     const int64_t o0 = base_o + q.m0 * g.ldo + q.n0;
     const int64_t o1 = base_o + last_o + (q.m0 + q.m - 1) * g.ldo + q.n0 + q.n;
     const bool fit_a = fits(a0, a1), fit_b = fits(b0, b1), fit_o = fits(o0, o1);
     if (!(fit_a && fit_b && fit_o)) {
+      Part x = q, y = q;
       if (q.nb > 1) {
-        const int64_t h = q.nb / 2;
-        matmul_part(g, {q.b0, h, q.m0, q.m, q.n0, q.n});
-        matmul_part(g, {q.b0 + h, q.nb - h, q.m0, q.m, q.n0, q.n});
-      } else if ((!fit_a || !fit_o) && q.m > 1) {
-        const int64_t h = q.m / 2;
-        matmul_part(g, {q.b0, 1, q.m0, h, q.n0, q.n});
-        matmul_part(g, {q.b0, 1, q.m0 + h, q.m - h, q.n0, q.n});
-      } else if (q.n > 1) {
-        const int64_t h = q.n / 2;
-        matmul_part(g, {q.b0, 1, q.m0, q.m, q.n0, h});
-        matmul_part(g, {q.b0, 1, q.m0, q.m, q.n0 + h, q.n - h});
+        x.nb = q.nb / 2;
+        y.b0 = q.b0 + x.nb;
+        y.nb = q.nb - x.nb;
+      } else if ((!fit_o || (!fit_a && !g.trans_a)) && q.m > 1) {
+        x.m = q.m / 2;
+        y.m0 = q.m0 + x.m;
+        y.m = q.m - x.m;
+      } else if (!fit_b && g.trans_b && q.n > 1) {
+        x.n = q.n / 2;
+        y.n0 = q.n0 + x.n;
+        y.n = q.n - x.n;
+      } else if (((!fit_a && g.trans_a) || (!fit_b && !g.trans_b)) && q.k > 1) {
+        x.k = q.k / 2;
+        y.k0 = q.k0 + x.k;
+        y.k = q.k - x.k;
+        y.accumulate = true;  // after x: the queue runs dispatches in order
       } else {
         fail("WebGPU matmul: an operand of {} × {} does not fit the {}-byte binding limit",
              g.a->describe(), g.b->describe(), ctx_->limits().max_storage_binding);
       }
+      matmul_part(g, x);
+      matmul_part(g, y);
       return;
     }
     const View va = window(g.a->buffer(), a0, a1), vb = window(g.b->buffer(), b0, b1);
@@ -336,8 +345,10 @@ class WebGpuBackend final : public Backend {
       uint32_t m, n, k, flags, lda, ldb, ldo;
       float alpha;
       uint32_t off_a, off_b, off_out, off_bias, stride_a, stride_b, stride_out, pad;
-    } p{u32(q.m), u32(q.n), u32(k),
-        (g.trans_a ? 1u : 0u) | (g.trans_b ? 2u : 0u) | (g.bias ? 4u : 0u), u32(g.lda),
+    } p{u32(q.m), u32(q.n), u32(q.k),
+        (g.trans_a ? 1u : 0u) | (g.trans_b ? 2u : 0u) | (g.bias ? 4u : 0u) |
+            (q.accumulate ? 8u : 0u),
+        u32(g.lda),
         u32(g.ldb), u32(g.ldo), g.alpha, va.offset, vb.offset, vo.offset, vbias.offset,
         u32(g.sa), u32(g.sb), u32(g.so), 0};
     const std::vector<gpu::Binding> bindings{va.binding, vb.binding, vbias.binding, vo.binding};

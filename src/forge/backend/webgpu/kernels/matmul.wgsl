@@ -3,7 +3,7 @@
 // `const BM/BN/BK/TM/TN` so one source serves every tile shape. Batch rides in z; a shared
 // (rank-2) b has batch stride 0. Offsets are elements into each binding's window.
 struct Params {
-  m: u32, n: u32, k: u32, flags: u32,  // flags: 1 trans_a, 2 trans_b, 4 bias
+  m: u32, n: u32, k: u32, flags: u32,  // flags: 1 trans_a, 2 trans_b, 4 bias, 8 accumulate
   lda: u32, ldb: u32, ldo: u32, alpha: f32,
   off_a: u32, off_b: u32, off_out: u32, off_bias: u32,
   stride_a: u32, stride_b: u32, stride_out: u32, pad: u32,
@@ -73,15 +73,17 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
   }
   let base_o = p.off_out + wid.z * p.stride_out;
   let has_bias = (p.flags & 4u) != 0u;
+  let accumulate = (p.flags & 8u) != 0u;  // a later chunk of a k-split product
   for (var i = 0u; i < TM; i++) {
     let gm = m0 + lid.y + i * WY;
     if (gm >= p.m) { continue; }
     for (var j = 0u; j < TN; j++) {
       let gn = n0 + lid.x + j * WX;
       if (gn >= p.n) { continue; }
+      let at = base_o + gm * p.ldo + gn;
       var v = p.alpha * acc[i * TN + j];
-      if (has_bias) { v += bias[p.off_bias + gn]; }
-      out[base_o + gm * p.ldo + gn] = v;
+      if (accumulate) { v += out[at]; } else if (has_bias) { v += bias[p.off_bias + gn]; }
+      out[at] = v;
     }
   }
 }

@@ -21,9 +21,10 @@ fn a_at(base: u32, i: u32) -> f32 {
 }
 
 fn finish(j: u32, sum: f32, z: u32) {
+  let at = p.off_out + z * p.stride_out + j;
   var v = p.alpha * sum;
-  if ((p.flags & 4u) != 0u) { v += bias[p.off_bias + j]; }
-  out[p.off_out + z * p.stride_out + j] = v;
+  if ((p.flags & 8u) != 0u) { v += out[at]; } else if ((p.flags & 4u) != 0u) { v += bias[p.off_bias + j]; }
+  out[at] = v;
 }
 
 // b [k, n]: 64 columns × 4 slices of k per workgroup; a row of b is read contiguously.
