@@ -18,8 +18,12 @@ const WX = BN / TN;  // threads along n
 const WY = BM / TM;  // threads along m
 const THREADS = WX * WY;
 
-var<workgroup> As: array<f32, BK * BM>;  // [kk][mm]
-var<workgroup> Bs: array<f32, BK * BN>;  // [kk][nn]
+// Rows padded by one float: tile loads along k would otherwise store BM (or BN) apart, all
+// into the same few banks.
+const AS = BM + 1u;
+const BS = BN + 1u;
+var<workgroup> As: array<f32, BK * AS>;  // [kk][mm]
+var<workgroup> Bs: array<f32, BK * BS>;  // [kk][nn]
 
 @compute @workgroup_size(WX, WY, 1)
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
@@ -44,7 +48,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
       if (gm < p.m && gk < p.k) {
         if (trans_a) { v = a[base_a + gk * p.lda + gm]; } else { v = a[base_a + gm * p.lda + gk]; }
       }
-      As[kk * BM + mm] = v;
+      As[kk * AS + mm] = v;
     }
     for (var e = li; e < BN * BK; e += THREADS) {
       var nn: u32;
@@ -56,15 +60,15 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
       if (gn < p.n && gk < p.k) {
         if (trans_b) { v = b[base_b + gn * p.ldb + gk]; } else { v = b[base_b + gk * p.ldb + gn]; }
       }
-      Bs[kk * BN + nn] = v;
+      Bs[kk * BS + nn] = v;
     }
     workgroupBarrier();
     for (var kk = 0u; kk < BK; kk++) {
       var ar: array<f32, TM>;
       var br: array<f32, TN>;
       // Thread rows/cols are strided by WY/WX: a warp reads Bs contiguously and As broadcast.
-      for (var i = 0u; i < TM; i++) { ar[i] = As[kk * BM + lid.y + i * WY]; }
-      for (var j = 0u; j < TN; j++) { br[j] = Bs[kk * BN + lid.x + j * WX]; }
+      for (var i = 0u; i < TM; i++) { ar[i] = As[kk * AS + lid.y + i * WY]; }
+      for (var j = 0u; j < TN; j++) { br[j] = Bs[kk * BS + lid.x + j * WX]; }
       for (var i = 0u; i < TM; i++) {
         for (var j = 0u; j < TN; j++) { acc[i * TN + j] = fma(ar[i], br[j], acc[i * TN + j]); }
       }
