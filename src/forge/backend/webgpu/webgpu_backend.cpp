@@ -357,7 +357,7 @@ class WebGpuBackend final : public Backend {
       if (g.trans_b) {
         run_kernel(matvec_kernel("rows"), bindings, p, {u32((q.n + 7) / 8), 1, z});
       } else {
-        run_kernel(matvec_kernel("columns"), bindings, p, {u32((q.n + 63) / 64), 1, z});
+        run_kernel(matvec_kernel("columns"), bindings, p, {u32((q.n + 15) / 16), 1, z});
       }
       return;
     }
@@ -370,8 +370,8 @@ class WebGpuBackend final : public Backend {
 
   const gpu::Kernel& matmul_kernel(bool big) {
     const char* name = big ? "matmul_128x128" : "matmul_64x64";
-    const char* consts = big ? "const BM = 128u;\nconst BN = 128u;\nconst BK = 16u;\nconst TM = 8u;\nconst TN = 8u;\n"
-                             : "const BM = 64u;\nconst BN = 64u;\nconst BK = 16u;\nconst TM = 4u;\nconst TN = 4u;\n";
+    const char* consts = big ? "const BM = 128u;\nconst BN = 128u;\nconst BK = 8u;\nconst TM = 8u;\nconst TN = 8u;\n"
+                             : "const BM = 64u;\nconst BN = 64u;\nconst BK = 8u;\nconst TM = 4u;\nconst TN = 4u;\n";
     return ctx_->kernel({name, consts + std::string(gpu::wgsl_source("matmul")), "main", "rrrw"});
   }
 

@@ -1,7 +1,8 @@
-// out = alpha · op(a) · op(b) + bias, one BM×BN tile of out per workgroup, TM×TN per thread
+// out = alpha · op(a) · op(b) + bias, one BM×BN tile of out per workgroup and TM×TN per thread
 // (register blocking), BK-deep tiles of a and b staged in workgroup memory. The host prepends
-// `const BM/BN/BK/TM/TN` so one source serves every tile shape. Batch rides in z; a shared
-// (rank-2) b has batch stride 0. Offsets are elements into each binding's window.
+// `const BM/BN/BK/TM/TN` (TM, TN multiples of 4) so one source serves every tile shape. Batch
+// rides in z; a shared (rank-2) b has batch stride 0. Offsets are elements into each binding's
+// window; a later chunk of a k-split product accumulates into out (flag 8).
 struct Params {
   m: u32, n: u32, k: u32, flags: u32,  // flags: 1 trans_a, 2 trans_b, 4 bias, 8 accumulate
   lda: u32, ldb: u32, ldo: u32, alpha: f32,
@@ -17,13 +18,12 @@ struct Params {
 const WX = BN / TN;  // threads along n
 const WY = BM / TM;  // threads along m
 const THREADS = WX * WY;
-
-// Rows padded by one float: tile loads along k would otherwise store BM (or BN) apart, all
-// into the same few banks.
-const AS = BM + 1u;
-const BS = BN + 1u;
-var<workgroup> As: array<f32, BK * AS>;  // [kk][mm]
-var<workgroup> Bs: array<f32, BK * BS>;  // [kk][nn]
+// Tiles are [kk][mm] rows of vec4, so the inner loop reads four values per load. One vec4 of
+// padding per row keeps rows 16-byte aligned and spreads the k-major tile stores over all banks.
+const AS4 = BM / 4u + 1u;
+const BS4 = BN / 4u + 1u;
+var<workgroup> As: array<vec4<f32>, BK * AS4>;
+var<workgroup> Bs: array<vec4<f32>, BK * BS4>;
 
 @compute @workgroup_size(WX, WY, 1)
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
@@ -34,7 +34,9 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
   let n0 = wid.x * BN;
   let base_a = p.off_a + wid.z * p.stride_a;
   let base_b = p.off_b + wid.z * p.stride_b;
-  var acc: array<f32, TM * TN>;
+  // acc[(ci·4 + i)·TN/4 + cj] holds rows ci·4WY + 4·lid.y + i, columns cj·4WX + 4·lid.x + 0..3:
+  // each thread owns 4-wide runs spread over the tile, so a warp's loads and stores stay dense.
+  var acc: array<vec4<f32>, TM * TN / 4u>;
   for (var k0 = 0u; k0 < p.k; k0 += BK) {
     // Consecutive threads walk the operand's contiguous dimension, so loads coalesce
     // whichever way it is transposed. Out-of-range elements load as 0.
@@ -48,7 +50,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
       if (gm < p.m && gk < p.k) {
         if (trans_a) { v = a[base_a + gk * p.lda + gm]; } else { v = a[base_a + gm * p.lda + gk]; }
       }
-      As[kk * AS + mm] = v;
+      As[kk * AS4 + mm / 4u][mm % 4u] = v;
     }
     for (var e = li; e < BN * BK; e += THREADS) {
       var nn: u32;
@@ -60,34 +62,44 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
       if (gn < p.n && gk < p.k) {
         if (trans_b) { v = b[base_b + gn * p.ldb + gk]; } else { v = b[base_b + gk * p.ldb + gn]; }
       }
-      Bs[kk * BS + nn] = v;
+      Bs[kk * BS4 + nn / 4u][nn % 4u] = v;
     }
     workgroupBarrier();
     for (var kk = 0u; kk < BK; kk++) {
-      var ar: array<f32, TM>;
-      var br: array<f32, TN>;
-      // Thread rows/cols are strided by WY/WX: a warp reads Bs contiguously and As broadcast.
-      for (var i = 0u; i < TM; i++) { ar[i] = As[kk * AS + lid.y + i * WY]; }
-      for (var j = 0u; j < TN; j++) { br[j] = Bs[kk * BS + lid.x + j * WX]; }
-      for (var i = 0u; i < TM; i++) {
-        for (var j = 0u; j < TN; j++) { acc[i * TN + j] = fma(ar[i], br[j], acc[i * TN + j]); }
+      var ar: array<vec4<f32>, TM / 4u>;
+      var br: array<vec4<f32>, TN / 4u>;
+      for (var c = 0u; c < TM / 4u; c++) { ar[c] = As[kk * AS4 + c * WY + lid.y]; }
+      for (var c = 0u; c < TN / 4u; c++) { br[c] = Bs[kk * BS4 + c * WX + lid.x]; }
+      for (var ci = 0u; ci < TM / 4u; ci++) {
+        for (var i = 0u; i < 4u; i++) {
+          let av = vec4<f32>(ar[ci][i]);
+          for (var cj = 0u; cj < TN / 4u; cj++) {
+            let at = (ci * 4u + i) * (TN / 4u) + cj;
+            acc[at] = fma(av, br[cj], acc[at]);
+          }
+        }
       }
     }
     workgroupBarrier();
   }
   let base_o = p.off_out + wid.z * p.stride_out;
   let has_bias = (p.flags & 4u) != 0u;
-  let accumulate = (p.flags & 8u) != 0u;  // a later chunk of a k-split product
-  for (var i = 0u; i < TM; i++) {
-    let gm = m0 + lid.y + i * WY;
-    if (gm >= p.m) { continue; }
-    for (var j = 0u; j < TN; j++) {
-      let gn = n0 + lid.x + j * WX;
-      if (gn >= p.n) { continue; }
-      let at = base_o + gm * p.ldo + gn;
-      var v = p.alpha * acc[i * TN + j];
-      if (accumulate) { v += out[at]; } else if (has_bias) { v += bias[p.off_bias + gn]; }
-      out[at] = v;
+  let accumulate = (p.flags & 8u) != 0u;
+  for (var ci = 0u; ci < TM / 4u; ci++) {
+    for (var i = 0u; i < 4u; i++) {
+      let gm = m0 + ci * WY * 4u + lid.y * 4u + i;
+      if (gm >= p.m) { continue; }
+      for (var cj = 0u; cj < TN / 4u; cj++) {
+        let v4 = acc[(ci * 4u + i) * (TN / 4u) + cj];
+        for (var j = 0u; j < 4u; j++) {
+          let gn = n0 + cj * WX * 4u + lid.x * 4u + j;
+          if (gn >= p.n) { continue; }
+          let at = base_o + gm * p.ldo + gn;
+          var v = p.alpha * v4[j];
+          if (accumulate) { v += out[at]; } else if (has_bias) { v += bias[p.off_bias + gn]; }
+          out[at] = v;
+        }
+      }
     }
   }
 }

@@ -27,21 +27,25 @@ fn finish(j: u32, sum: f32, z: u32) {
   out[at] = v;
 }
 
-// b [k, n]: 64 columns × 4 slices of k per workgroup; a row of b is read contiguously.
-@compute @workgroup_size(64, 4, 1)
+// b [k, n]: 16 columns × 16 slices of k per workgroup, so even a 768-wide decode product
+// spreads over enough workgroups to fill a big GPU; each slice reads a 64-byte run of a row.
+@compute @workgroup_size(16, 16, 1)
 fn columns(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u) {
-  let j = wid.x * 64u + lid.x;
+  let j = wid.x * 16u + lid.x;
   let base_a = p.off_a + wid.z * p.stride_a;
   let base_b = p.off_b + wid.z * p.stride_b;
   var sum = 0.0;
   if (j < p.n) {
-    for (var i = lid.y; i < p.k; i += 4u) { sum = fma(a_at(base_a, i), b[base_b + i * p.ldb + j], sum); }
+    for (var i = lid.y; i < p.k; i += 16u) { sum = fma(a_at(base_a, i), b[base_b + i * p.ldb + j], sum); }
   }
-  partial[lid.y * 64u + lid.x] = sum;
+  let slot = lid.y * 16u + lid.x;
+  partial[slot] = sum;
   workgroupBarrier();
-  if (lid.y == 0u && j < p.n) {
-    finish(j, partial[lid.x] + partial[64u + lid.x] + partial[128u + lid.x] + partial[192u + lid.x], wid.z);
+  for (var s = 128u; s >= 16u; s = s >> 1u) {
+    if (slot < s) { partial[slot] += partial[slot + s]; }
+    workgroupBarrier();
   }
+  if (lid.y == 0u && j < p.n) { finish(j, partial[lid.x], wid.z); }
 }
 
 // b [n, k] (trans_b, e.g. the tied LM head over wte): 8 rows × 32 lanes per workgroup.
