@@ -107,7 +107,7 @@ std::array<char32_t, 256> byte_alphabet() {
   return alphabet;
 }
 
-// A vocabulary or merges entry in the byte alphabet → its bytes; empty if it is not one.
+// A vocabulary or merges entry in the byte alphabet → its bytes; nullopt if it is not one.
 std::optional<std::string> alphabet_to_bytes(std::string_view spelled) {
   static const std::vector<int> to_byte = [] {
     std::vector<int> table(0x144, -1);

@@ -28,8 +28,6 @@ class Gpt2BpeTokenizer final : public Tokenizer {
   std::optional<uint32_t> eos_id() const override { return eos_; }
   std::string kind() const override { return "gpt2-bpe"; }
 
-  /// The ids of one pre-tokenized piece (any bytes), appended to `out`.
-  void encode_piece(std::string_view piece, std::vector<uint32_t>& out) const;
   /// The bytes of a token.
   std::string_view token_bytes(uint32_t id) const {
     return std::string_view(arena_).substr(offsets_[id], offsets_[id + 1] - offsets_[id]);
@@ -57,6 +55,8 @@ class Gpt2BpeTokenizer final : public Tokenizer {
   };
 
   Gpt2BpeTokenizer() = default;
+  // The ids of one pre-tokenized piece, appended to `out`: tiktoken's byte_pair_encode.
+  void encode_piece(std::string_view piece, std::vector<uint32_t>& out) const;
   uint32_t find_token(std::string_view bytes) const;
   // `head` and `hash` as byte_key (bpe_tokenizer.cpp) computes them for `bytes`.
   uint32_t find_token(std::string_view bytes, uint64_t head, uint64_t hash) const {
