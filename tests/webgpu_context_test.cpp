@@ -122,6 +122,38 @@ TEST(WebGpuContext, BadShaderIsAnError) {
   EXPECT_NO_THROW(ctx->sync());
 }
 
+TEST(WebGpuContext, UncapturedDeviceErrorSurfacesAtTheNextSyncPoint) {
+  FORGE_REQUIRE_WEBGPU();
+  auto ctx = gpu::create_context({});
+  const auto buf = ctx->buffer(256);
+  const std::string fill_src =
+      "struct P { n: u32, off: u32, value: u32, pad: u32 }\n"
+      "@group(0) @binding(0) var<uniform> p: P;\n"
+      "@group(0) @binding(1) var<storage, read_write> out: array<u32>;\n"
+      "@compute @workgroup_size(1) fn main() { out[p.off] = p.value; }\n";
+  const gpu::Kernel& k = ctx->kernel({"test_fill", fill_src, "main", "w"});
+  const uint32_t params[4] = {1, 0, 7, 0};
+  const gpu::Binding past_the_end{buf.get(), 0, 1 << 20};  // invalid: larger than the buffer
+  gpu::Dispatch d;
+  d.kernel = &k;
+  d.bindings = {&past_the_end, 1};
+  d.params = params;
+  d.params_bytes = sizeof params;
+  const std::string e = error_of([&] {
+    ctx->dispatch(d);
+    ctx->sync();
+  });
+  EXPECT_NE(e.find("WebGPU device error"), std::string::npos) << e;
+  // Reported once; the context keeps working.
+  const gpu::Binding ok{buf.get(), 0, 256};
+  d.bindings = {&ok, 1};
+  ctx->dispatch(d);
+  uint32_t got = 0;
+  const gpu::Read r{buf.get(), 0, &got, 4};
+  ctx->read({&r, 1});
+  EXPECT_EQ(got, 7u);
+}
+
 TEST(WebGpuContext, ImpossibleAllocationIsAnError) {
   FORGE_REQUIRE_WEBGPU();
   const std::string e = error_of([] { Tensor::empty({1ll << 40}, DType::F32, gpu()); });

@@ -113,8 +113,12 @@ class WebGpuBackend final : public Backend {
 
   void fill(const Tensor& out, float value) override {
     FORGE_CHECK(out.is_contiguous(), "WebGPU fill: {} is strided", out.describe());
-    uint32_t bits = static_cast<uint32_t>(value);
-    if (out.dtype() == DType::F32) std::memcpy(&bits, &value, 4);
+    uint32_t bits;  // the kernel writes 32-bit patterns: f32 bits, or the value as a u32 (CPU twin)
+    if (out.dtype() == DType::F32) {
+      std::memcpy(&bits, &value, 4);
+    } else {
+      bits = static_cast<uint32_t>(value);
+    }
     elementwise(out.numel(), {&out}, [&](const std::vector<View>& v, int64_t n) {
       struct {
         uint32_t n, off, value, pad;
