@@ -1,5 +1,5 @@
-// Forge's CPU GEMM against OpenBLAS's cblas_sgemm on GPT-2 124M's shapes, best of N runs each,
-// at 1 and 2 threads (or the counts given as arguments): bench_matmul [threads...]
+// Forge's CPU GEMM against OpenBLAS's cblas_sgemm on GPT-2 124M's shapes, best of N runs each
+// (alternating), at 1 and 2 threads (or the counts given as arguments): bench_matmul [threads...]
 #include <cblas.h>
 
 #include <algorithm>
@@ -34,17 +34,29 @@ const Shape kShapes[] = {
     {"train dW = xᵀ·dy", 768, 8192, 2304, true, false},
 };
 
-/// Best wall time in seconds of fn over at least 3 runs and about 0.5 s, after one warm-up.
-template <typename Fn>
-double best_seconds(Fn fn) {
-  fn();
-  double best = 1e30, total = 0.0;
-  for (int run = 0; run < 50 && (run < 3 || total < 0.5); ++run) {
-    const auto start = std::chrono::steady_clock::now();
+struct Best {
+  double ours = 1e30, theirs = 1e30;
+};
+
+/// Best wall time in seconds of each of two functions, run alternately (so that both see the
+/// same machine, which others may share) after a warm-up each: at least 5 runs each, and more
+/// until about a second has passed.
+template <typename Ours, typename Theirs>
+Best best_of(Ours ours, Theirs theirs) {
+  using clock = std::chrono::steady_clock;
+  auto seconds = [](auto fn) {
+    const auto start = clock::now();
     fn();
-    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-    best = std::min(best, took.count());
-    total += took.count();
+    return std::chrono::duration<double>(clock::now() - start).count();
+  };
+  ours();
+  theirs();
+  Best best;
+  const auto start = clock::now();
+  for (int run = 0; run < 200; ++run) {
+    best.ours = std::min(best.ours, seconds(ours));
+    best.theirs = std::min(best.theirs, seconds(theirs));
+    if (run >= 4 && std::chrono::duration<double>(clock::now() - start).count() > 1.0) break;
   }
   return best;
 }
@@ -91,17 +103,19 @@ int main(int argc, char** argv) {
         std::to_string(s.m) + "×" + std::to_string(s.k) + "×" + std::to_string(s.n);
     for (const int threads : thread_counts) {
       forge::cpu::ThreadPool pool(threads);
-      const double forge_s = best_seconds([&] { forge::cpu::gemm(pool, g); });
       openblas_set_num_threads(threads);
-      const double blas_s = best_seconds([&] {
-        cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans,
-                    s.trans_b ? CblasTrans : CblasNoTrans, s.m, s.n, s.k, 1.0f, a.data(), g.lda,
-                    b.data(), g.ldb, 0.0f, theirs.data(), s.n);
-      });
+      const Best best = best_of([&] { forge::cpu::gemm(pool, g); },
+                                [&] {
+                                  cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans,
+                                              s.trans_b ? CblasTrans : CblasNoTrans, s.m, s.n,
+                                              s.k, 1.0f, a.data(), g.lda, b.data(), g.ldb, 0.0f,
+                                              theirs.data(), s.n);
+                                });
       float diff = 0.0f;
       for (size_t i = 0; i < ours.size(); ++i) diff = std::max(diff, std::abs(ours[i] - theirs[i]));
       std::printf("%-26s %-18s %7d %10.1f %10.1f %6.0f%% %10.2g\n", s.what, dims.c_str(), threads,
-                  flops / forge_s / 1e9, flops / blas_s / 1e9, 100.0 * blas_s / forge_s, diff);
+                  flops / best.ours / 1e9, flops / best.theirs / 1e9,
+                  100.0 * best.theirs / best.ours, diff);
     }
   }
   return 0;

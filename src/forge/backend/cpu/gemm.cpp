@@ -14,6 +14,7 @@
 // streams b straight from memory, split over threads by output column.
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -29,7 +30,7 @@ namespace {
 constexpr int64_t kMR = 6, kNR = 16;  // 12 ymm accumulators + 2 for b + 1 broadcast of a
 constexpr int64_t kMaxKC = 256;       // a 256×16 b panel (16 KiB) stays in L1
 constexpr int64_t kMaxMC = 144;       // a 144×256 block of a (144 KiB) stays in L2
-constexpr int64_t kMaxNC = 2048;      // a 256×2048 block of b (2 MiB) stays in L3
+constexpr int64_t kMaxNC = 512;       // a 256×512 block of b (512 KiB) stays in L2 beside it
 // Below this many multiply-adds a GEMM runs on the calling thread: waking the pool costs more.
 constexpr int64_t kParallelMacs = int64_t{1} << 18;
 
@@ -53,85 +54,125 @@ int64_t block_size(int64_t n, int64_t max_block, int64_t align) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Packing. A panel of op(a) is MR rows by kc: ap[p·MR + i] = op(a)[row0 + i, p0 + p], rows past
-// `rows` zero. A panel of op(b) is kc by NR: bp[p·NR + j] = op(b)[p0 + p, col0 + j], columns
-// past `cols` zero. One panel per call; panels follow each other in the packing buffer.
+// Packing. op(a)[i0 : i0+mc, p0 : p0+kc] becomes consecutive MR-row panels, each kc × MR:
+// ap[r·kc + p·MR + i] = op(a)[i0 + r + i, p0 + p]. op(b)[p0 : p0+kc, j0 : j0+nc] becomes
+// consecutive NR-column panels: bp[q·kc + p·NR + j] = op(b)[p0 + p, j0 + q + j]. Lanes past
+// the matrix edge are zero. Whichever way the source is laid out, it is read along its rows.
 
-void pack_a_panel(float* ap, const Gemm& g, const float* a, int64_t row0, int64_t rows,
-                  int64_t p0, int64_t kc) {
-  if (rows < kMR) std::fill(ap, ap + kc * kMR, 0.0f);
-  if (g.trans_a) {  // op(a) rows are columns of a: each p is a contiguous run of `rows`
-    for (int64_t p = 0; p < kc; ++p) {
-      const float* src = a + (p0 + p) * g.lda + row0;
-      for (int64_t i = 0; i < rows; ++i) ap[p * kMR + i] = src[i];
-    }
-  } else {
-    for (int64_t i = 0; i < rows; ++i) {
-      const float* src = a + (row0 + i) * g.lda + p0;
-      for (int64_t p = 0; p < kc; ++p) ap[p * kMR + i] = src[p];
-    }
+/// One panel of width W from W rows of src that run along p: dst[p·W + i] = src[i·ld + p] for
+/// i < count (lanes count..W zero), p < kc. A transpose: a row-major a, or a transposed b.
+template <int64_t W>
+void transpose_panel(float* dst, const float* src, int64_t ld, int64_t count, int64_t kc) {
+  if (count < W) std::fill(dst, dst + kc * W, 0.0f);
+  for (int64_t i = 0; i < count; ++i) {
+    for (int64_t p = 0; p < kc; ++p) dst[p * W + i] = src[i * ld + p];
   }
 }
 
-void pack_b_panel(float* bp, const Gemm& g, const float* b, int64_t col0, int64_t cols,
-                  int64_t p0, int64_t kc) {
-  if (cols < kNR) std::fill(bp, bp + kc * kNR, 0.0f);
-  if (g.trans_b) {  // op(b) columns are rows of b: read each row contiguously
-    for (int64_t j = 0; j < cols; ++j) {
-      const float* src = b + (col0 + j) * g.ldb + p0;
-      for (int64_t p = 0; p < kc; ++p) bp[p * kNR + j] = src[p];
-    }
-  } else {
-    for (int64_t p = 0; p < kc; ++p) {
-      const float* src = b + (p0 + p) * g.ldb + col0;
-      for (int64_t j = 0; j < cols; ++j) bp[p * kNR + j] = src[j];
-    }
+/// Panels of width W from kc rows of src that run along the panels' lanes: dst[r·kc + p·W + i]
+/// = src[p·ld + r + i] for r + i < count, streaming each row of src once. A transposed a, or a
+/// row-major b.
+template <int64_t W>
+void interleave_panels(float* dst, const float* src, int64_t ld, int64_t count, int64_t kc) {
+  const int64_t full = count / W * W;
+  if (full < count) std::fill(dst + full * kc, dst + (full + W) * kc, 0.0f);
+  for (int64_t p = 0; p < kc; ++p) {
+    const float* row = src + p * ld;
+    // memcpy, as the compiler cannot prove dst and src apart and would copy element by element.
+    for (int64_t r = 0; r < full; r += W) std::memcpy(dst + r * kc + p * W, row + r, W * 4);
+    if (full < count) std::memcpy(dst + full * kc + p * W, row + full, (count - full) * 4);
   }
 }
 
-// The transposing cases (a row-major a, a transposed b) through 8×8 register transposes: the
-// scalar loops above write with a stride and cost several cycles per element.
-FORGE_AVX2 void pack_a_panel_avx2(float* ap, const Gemm& g, const float* a, int64_t row0,
-                                  int64_t rows, int64_t p0, int64_t kc) {
-  if (g.trans_a || rows < kMR) return pack_a_panel(ap, g, a, row0, rows, p0, kc);
-  const float* src[kMR];
-  for (int64_t i = 0; i < kMR; ++i) src[i] = a + (row0 + i) * g.lda + p0;
+// The transposes through 8×8 register transposes (the scalar loop writes with a stride and
+// costs several cycles per element); ragged panels take the scalar loop.
+FORGE_AVX2 void transpose_panel_a_avx2(float* dst, const float* src, int64_t ld, int64_t count,
+                                       int64_t kc) {
+  if (count < kMR) return transpose_panel<kMR>(dst, src, ld, count, kc);
   int64_t p = 0;
   for (; p + 8 <= kc; p += 8) {
     __m256 r[8];
-    for (int64_t i = 0; i < kMR; ++i) r[i] = _mm256_loadu_ps(src[i] + p);
+    for (int64_t i = 0; i < kMR; ++i) r[i] = _mm256_loadu_ps(src + i * ld + p);
     r[6] = r[7] = _mm256_setzero_ps();
     avx2::transpose8x8(r);
     for (int64_t q = 0; q < 8; ++q) {  // the first 6 lanes of each transposed row
-      float* dst = ap + (p + q) * kMR;
-      _mm_storeu_ps(dst, _mm256_castps256_ps128(r[q]));
-      _mm_storel_pi(reinterpret_cast<__m64*>(dst + 4), _mm256_extractf128_ps(r[q], 1));
+      float* d = dst + (p + q) * kMR;
+      _mm_storeu_ps(d, _mm256_castps256_ps128(r[q]));
+      _mm_storel_pi(reinterpret_cast<__m64*>(d + 4), _mm256_extractf128_ps(r[q], 1));
     }
   }
   for (; p < kc; ++p) {
-    for (int64_t i = 0; i < kMR; ++i) ap[p * kMR + i] = src[i][p];
+    for (int64_t i = 0; i < kMR; ++i) dst[p * kMR + i] = src[i * ld + p];
   }
 }
 
-FORGE_AVX2 void pack_b_panel_avx2(float* bp, const Gemm& g, const float* b, int64_t col0,
-                                  int64_t cols, int64_t p0, int64_t kc) {
-  if (!g.trans_b || cols < kNR) return pack_b_panel(bp, g, b, col0, cols, p0, kc);
+FORGE_AVX2 void transpose_panel_b_avx2(float* dst, const float* src, int64_t ld, int64_t count,
+                                       int64_t kc) {
+  if (count < kNR) return transpose_panel<kNR>(dst, src, ld, count, kc);
   int64_t p = 0;
   for (; p + 8 <= kc; p += 8) {
-    for (int64_t h = 0; h < kNR; h += 8) {  // two 8×8 blocks: columns h .. h+7 of the panel
+    for (int64_t h = 0; h < kNR; h += 8) {  // two 8×8 blocks: lanes h .. h+7 of the panel
       __m256 r[8];
-      for (int64_t j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(b + (col0 + h + j) * g.ldb + p0 + p);
+      for (int64_t j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(src + (h + j) * ld + p);
       avx2::transpose8x8(r);
-      for (int64_t q = 0; q < 8; ++q) _mm256_store_ps(bp + (p + q) * kNR + h, r[q]);
+      for (int64_t q = 0; q < 8; ++q) _mm256_store_ps(dst + (p + q) * kNR + h, r[q]);
     }
   }
   for (; p < kc; ++p) {
-    for (int64_t j = 0; j < kNR; ++j) bp[p * kNR + j] = b[(col0 + j) * g.ldb + p0 + p];
+    for (int64_t j = 0; j < kNR; ++j) dst[p * kNR + j] = src[j * ld + p];
   }
 }
 
-using PackPanel = void (*)(float* dst, const Gemm& g, const float* src, int64_t first,
-                           int64_t count, int64_t p0, int64_t kc);
+using TransposePanel = void (*)(float* dst, const float* src, int64_t ld, int64_t count,
+                                int64_t kc);
+
+void pack_a(float* ap, const Gemm& g, const float* a, int64_t i0, int64_t mc, int64_t p0,
+            int64_t kc, TransposePanel transpose) {
+  if (g.trans_a) return interleave_panels<kMR>(ap, a + p0 * g.lda + i0, g.lda, mc, kc);
+  for (int64_t r = 0; r < mc; r += kMR) {
+    transpose(ap + r * kc, a + (i0 + r) * g.lda + p0, g.lda, std::min(kMR, mc - r), kc);
+  }
+}
+
+void pack_b(float* bp, const Gemm& g, const float* b, int64_t j0, int64_t nc, int64_t p0,
+            int64_t kc, TransposePanel transpose) {
+  if (!g.trans_b) return interleave_panels<kNR>(bp, b + p0 * g.ldb + j0, g.ldb, nc, kc);
+  for (int64_t q = 0; q < nc; q += kNR) {
+    transpose(bp + q * kc, b + (j0 + q) * g.ldb + p0, g.ldb, std::min(kNR, nc - q), kc);
+  }
+}
+
+/// The rows of b that pack_b(j0, nc, p0, kc) reads: `rows` runs of `len` floats, `ld` apart.
+struct SourceRows {
+  const float* first;
+  int64_t rows, len, ld;
+};
+
+SourceRows b_source(const Gemm& g, const float* b, int64_t j0, int64_t nc, int64_t p0,
+                    int64_t kc) {
+  if (g.trans_b) return {b + j0 * g.ldb + p0, nc, kc, g.ldb};
+  return {b + p0 * g.ldb + j0, kc, nc, g.ldb};
+}
+
+/// Hints that the cache line holding p will be read soon. An asm statement, because GCC
+/// deletes __builtin_prefetch from a loop whose only effect it is.
+inline void prefetch(const float* p) {
+#if defined(__x86_64__)
+  asm volatile("prefetcht0 %0" : : "m"(*p));
+#else
+  __builtin_prefetch(p);
+#endif
+}
+
+/// Prefetches rows [begin, end) of `src`, every cache line of each.
+void prefetch_rows(const SourceRows& src, int64_t begin, int64_t end) {
+  constexpr int64_t kLine = 16;  // floats per 64-byte line
+  for (int64_t r = begin; r < end; ++r) {
+    const float* row = src.first + r * src.ld;
+    for (int64_t i = 0; i < src.len; i += kLine) prefetch(row + i);
+    prefetch(row + src.len - 1);
+  }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Micro-kernels: acc[MR×NR] = Σ_p ap[p·MR + i] · bp[p·NR + j] over packed panels of depth kc,
@@ -332,15 +373,17 @@ FORGE_AVX2 void gemv_n_avx2(float* out, const float* x, const float* b, int64_t 
 
 struct Kernels {
   MicroKernel micro;
-  PackPanel pack_a, pack_b;
+  TransposePanel transpose_a, transpose_b;
   GemvKernel gemv_t, gemv_n;
 };
 
 Kernels kernels_for(Isa isa) {
   if (isa == Isa::Avx2) {
-    return {micro_avx2, pack_a_panel_avx2, pack_b_panel_avx2, gemv_t_avx2, gemv_n_avx2};
+    return {micro_avx2, transpose_panel_a_avx2, transpose_panel_b_avx2, gemv_t_avx2,
+            gemv_n_avx2};
   }
-  return {micro_portable, pack_a_panel, pack_b_panel, gemv_t_portable, gemv_n_portable};
+  return {micro_portable, transpose_panel<kMR>, transpose_panel<kNR>, gemv_t_portable,
+          gemv_n_portable};
 }
 
 struct FreeDeleter {
@@ -376,16 +419,28 @@ void gemm_tile(const Gemm& g, int64_t bi, Range rows, Range cols, const Kernels&
     const int64_t nc = std::min(nc_max, cols.end - jc);
     for (int64_t pc = 0; pc < g.k; pc += kc_max) {
       const int64_t kc = std::min(kc_max, g.k - pc);
-      for (int64_t jr = 0; jr < nc; jr += kNR) {
-        kern.pack_b(s.b.get() + jr * kc, g, b, jc + jr, std::min(kNR, nc - jr), pc, kc);
-      }
+      pack_b(s.b.get(), g, b, jc, nc, pc, kc, kern.transpose_b);
+      // While this block of b is multiplied, the next one is fetched a slice per panel, so
+      // reading the weights from memory overlaps the arithmetic instead of stalling pack_b.
+      const bool last_pc = pc + kc >= g.k;
+      const int64_t next_jc = last_pc ? jc + nc : jc, next_pc = last_pc ? 0 : pc + kc;
+      const SourceRows next =
+          next_jc < cols.end
+              ? b_source(g, b, next_jc, std::min(nc_max, cols.end - next_jc), next_pc,
+                         std::min(kc_max, g.k - next_pc))
+              : SourceRows{b, 0, 0, 0};
+      const int64_t first_mc = std::min(mc_max, rows.end - rows.begin);
+      const int64_t steps = ceil_div(nc, kNR) * ceil_div(first_mc, kMR);
+      int64_t step = 0;
       for (int64_t ic = rows.begin; ic < rows.end; ic += mc_max) {
         const int64_t mc = std::min(mc_max, rows.end - ic);
-        for (int64_t ir = 0; ir < mc; ir += kMR) {
-          kern.pack_a(s.a.get() + ir * kc, g, a, ic + ir, std::min(kMR, mc - ir), pc, kc);
-        }
+        pack_a(s.a.get(), g, a, ic, mc, pc, kc, kern.transpose_a);
         for (int64_t jr = 0; jr < nc; jr += kNR) {
           for (int64_t ir = 0; ir < mc; ir += kMR) {
+            if (step < steps) {  // a slice per micro-kernel call of the first row block
+              prefetch_rows(next, next.rows * step / steps, next.rows * (step + 1) / steps);
+              ++step;
+            }
             const Tile t{out + (ic + ir) * g.ldo + jc + jr, g.ldo, std::min(kMR, mc - ir),
                          std::min(kNR, nc - jr), pc > 0, g.alpha,
                          g.bias ? g.bias + jc + jr : nullptr};
