@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "forge/backend/cpu/cpu_backend.h"
+#include "forge/backend/webgpu/webgpu_backend.h"
 #include "forge/core/error.h"
 
 namespace forge::cli {
@@ -31,8 +32,12 @@ void add_model_option(CLI::App& command, std::string& model_dir) {
 }
 
 Device open_device(const CommonOptions& options) {
-  if (options.backend == "webgpu") {
-    fail("the WebGPU backend is not available in this build; use --backend cpu");
+  if (options.backend != "cpu") {
+    WebGpuOptions gpu = webgpu_options_from_env();
+    if (!options.adapter.empty()) gpu.adapter = options.adapter;
+    std::string why;
+    if (options.backend == "webgpu") return make_webgpu_device(gpu);
+    if (webgpu_available(&why)) return make_webgpu_device(gpu);
   }
   return options.threads > 0 ? Device(make_cpu_backend(options.threads)) : Device::cpu();
 }

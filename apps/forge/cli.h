@@ -47,5 +47,6 @@ void register_score(CLI::App& app);
 void register_tokenize(CLI::App& app);
 void register_info(CLI::App& app);
 void register_bench(CLI::App& app);
+void register_train(CLI::App& app);
 
 }  // namespace forge::cli

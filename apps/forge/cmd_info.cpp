@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "cli.h"
+#include "forge/backend/webgpu/webgpu_backend.h"
 #include "forge/models/gpt2/config.h"
 
 namespace forge::cli {
@@ -18,6 +19,29 @@ nlohmann::json backends_json(const CommonOptions& common) {
   cpu.backend = "cpu";
   nlohmann::json list = nlohmann::json::array();
   list.push_back({{"backend", "cpu"}, {"name", open_device(cpu).name()}});
+  std::string why;
+  if (!webgpu_available(&why)) {
+    list.push_back({{"backend", "webgpu"}, {"name", "unavailable"}, {"reason", why}});
+    return list;
+  }
+  for (const gpu::AdapterInfo& a : webgpu_adapters()) {
+    list.push_back({{"backend", "webgpu"},
+                    {"name", a.name},
+                    {"index", a.index},
+                    {"api", a.backend},
+                    {"type", a.type},
+                    {"vendor", a.vendor},
+                    {"subgroup_size", {a.subgroup_min, a.subgroup_max}},
+                    {"limits",
+                     {{"max_storage_binding", a.limits.max_storage_binding},
+                      {"max_buffer", a.limits.max_buffer},
+                      {"max_workgroup_storage", a.limits.max_workgroup_storage},
+                      {"max_invocations", a.limits.max_invocations},
+                      {"max_workgroups_per_dim", a.limits.max_workgroups_per_dim},
+                      {"max_storage_buffers_per_stage", a.limits.max_storage_buffers_per_stage},
+                      {"min_storage_offset_alignment", a.limits.min_storage_offset_alignment}}},
+                    {"features", a.features}});
+  }
   return list;
 }
 
@@ -57,6 +81,19 @@ void run_info(const InfoArgs& args) {
   for (const auto& b : out["backends"]) {
     std::printf("backend    %s: %s\n", b["backend"].get<std::string>().c_str(),
                 b["name"].get<std::string>().c_str());
+    if (b.contains("reason"))
+      std::printf("           %s\n", b["reason"].get<std::string>().c_str());
+    if (b.contains("limits")) {
+      std::printf("           #%d %s %s, subgroups %u-%u\n", b["index"].get<int>(),
+                  b["api"].get<std::string>().c_str(), b["type"].get<std::string>().c_str(),
+                  b["subgroup_size"][0].get<unsigned>(), b["subgroup_size"][1].get<unsigned>());
+      for (const auto& [key, value] : b["limits"].items()) {
+        std::printf("           %s %s\n", key.c_str(), value.dump().c_str());
+      }
+      std::string features;
+      for (const auto& f : b["features"]) features += f.get<std::string>() + " ";
+      std::printf("           features: %s\n", features.c_str());
+    }
   }
 }
 

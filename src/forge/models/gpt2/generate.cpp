@@ -3,6 +3,7 @@
 #include <chrono>
 #include <memory>
 
+#include "forge/core/backend.h"
 #include "forge/core/error.h"
 
 namespace forge {
@@ -95,11 +96,18 @@ GenerateResult generate(const Gpt2& model, const Tokenizer* tokenizer,
   std::vector<uint32_t> context(prompt.begin(), prompt.end());
   KvCache cache = model.new_cache();
   auto start = std::chrono::steady_clock::now();
-  Tensor hidden = model.prefill(cache, context);
-  hidden = hidden.rows(hidden.dim(0) - 1, hidden.dim(0));
+  // Each step, from the forward through the sampler's readback, is one scope: one GPU submit.
+  const auto last_row = [](const Tensor& h) { return h.rows(h.dim(0) - 1, h.dim(0)); };
+  const auto choose = [&](const Tensor& hidden) {
+    return sampler.sample(model.logits_from_hidden(last_row(hidden)));
+  };
+  uint32_t id = 0;
+  {
+    DispatchScope scope(model.device());
+    id = choose(model.prefill(cache, context));
+  }
 
   while (static_cast<int64_t>(result.ids.size()) < options.max_tokens) {
-    const uint32_t id = sampler.sample(model.logits_from_hidden(hidden));
     if (result.ids.empty()) {
       result.prefill_ms = ms_since(start);
       start = std::chrono::steady_clock::now();
@@ -130,10 +138,11 @@ GenerateResult generate(const Gpt2& model, const Tokenizer* tokenizer,
       const size_t keep = static_cast<size_t>(config.n_ctx / 2);
       cache = model.new_cache();
       const std::span<const uint32_t> tail(context.data() + context.size() - keep, keep);
-      hidden = model.prefill(cache, tail);
-      hidden = hidden.rows(hidden.dim(0) - 1, hidden.dim(0));
+      DispatchScope scope(model.device());
+      id = choose(model.prefill(cache, tail));
     } else {
-      hidden = model.hidden_step(cache, id);
+      DispatchScope scope(model.device());
+      id = choose(model.hidden_step(cache, id));
     }
   }
   if (decoder && result.reason != StopReason::StopString) {

