@@ -1,0 +1,327 @@
+#include "forge/train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "forge/core/error.h"
+#include "forge/core/random.h"
+#include "forge/serialization/file_io.h"
+
+namespace forge::train {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr uint64_t kDropoutStream = 0xD50F'0A11'D50F'0A11ull;  // keeps dropout keys apart from data
+constexpr const char* kLogHeader = "step,lr,train_loss,val_loss,tokens_per_s,elapsed_s\n";
+
+void write_text(const std::string& path, const std::string& text) {
+  AtomicFileWriter file(path);
+  file.write(text.data(), text.size());
+  file.commit();
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  FORGE_CHECK(in.good(), "cannot read {}", path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+Gpt2Config model_config(const TrainConfig& c, int64_t vocab_size) {
+  Gpt2Config g;
+  g.n_layer = c.n_layer;
+  g.n_head = c.n_head;
+  g.n_embd = c.n_embd;
+  g.n_ctx = c.n_ctx;
+  g.vocab_size = vocab_size;
+  return g;
+}
+
+}  // namespace
+
+nlohmann::json TrainConfig::to_json() const {
+  return {{"n_layer", n_layer},       {"n_head", n_head},
+          {"n_embd", n_embd},         {"n_ctx", n_ctx},
+          {"dropout", dropout},       {"steps", steps},
+          {"warmup_steps", warmup_steps}, {"lr", lr},
+          {"min_lr", min_lr},         {"weight_decay", weight_decay},
+          {"beta1", beta1},           {"beta2", beta2},
+          {"grad_clip", grad_clip},   {"batch", batch},
+          {"accumulation", accumulation}, {"eval_interval", eval_interval},
+          {"eval_batches", eval_batches}, {"log_interval", log_interval},
+          {"val_fraction", val_fraction}, {"seed", seed}};
+}
+
+TrainConfig TrainConfig::from_json(const nlohmann::json& j, TrainConfig c) {
+  FORGE_CHECK(j.is_object(), "training config must be a JSON object, got {}", j.type_name());
+  for (const auto& [key, value] : j.items()) {
+    FORGE_CHECK(value.is_number(), "training config: {} must be a number", key);
+    if (key == "n_layer") c.n_layer = value;
+    else if (key == "n_head") c.n_head = value;
+    else if (key == "n_embd") c.n_embd = value;
+    else if (key == "n_ctx") c.n_ctx = value;
+    else if (key == "dropout") c.dropout = value;
+    else if (key == "steps") c.steps = value;
+    else if (key == "warmup_steps") c.warmup_steps = value;
+    else if (key == "lr") c.lr = value;
+    else if (key == "min_lr") c.min_lr = value;
+    else if (key == "weight_decay") c.weight_decay = value;
+    else if (key == "beta1") c.beta1 = value;
+    else if (key == "beta2") c.beta2 = value;
+    else if (key == "grad_clip") c.grad_clip = value;
+    else if (key == "batch") c.batch = value;
+    else if (key == "accumulation") c.accumulation = value;
+    else if (key == "eval_interval") c.eval_interval = value;
+    else if (key == "eval_batches") c.eval_batches = value;
+    else if (key == "log_interval") c.log_interval = value;
+    else if (key == "val_fraction") c.val_fraction = value;
+    else if (key == "seed") c.seed = value;
+    else fail("training config: unknown key {}", key);
+  }
+  return c;
+}
+
+void TrainConfig::validate() const {
+  FORGE_CHECK(n_layer > 0 && n_head > 0 && n_embd > 0 && n_ctx > 1,
+              "training config: n_layer, n_head, n_embd must be positive and n_ctx > 1");
+  FORGE_CHECK(n_embd % n_head == 0, "training config: n_embd {} does not divide into {} heads",
+              n_embd, n_head);
+  FORGE_CHECK(dropout >= 0.0f && dropout < 1.0f, "training config: dropout {} outside [0, 1)",
+              dropout);
+  FORGE_CHECK(steps > 0 && warmup_steps >= 0, "training config: steps must be positive");
+  FORGE_CHECK(lr > 0 && min_lr >= 0 && min_lr <= lr,
+              "training config: need 0 ≤ min_lr ≤ lr and lr > 0 (lr {}, min_lr {})", lr, min_lr);
+  FORGE_CHECK(batch > 0 && accumulation > 0, "training config: batch and accumulation must be "
+              "positive");
+  FORGE_CHECK(eval_interval > 0 && eval_batches > 0 && log_interval > 0,
+              "training config: eval_interval, eval_batches and log_interval must be positive");
+  FORGE_CHECK(val_fraction > 0 && val_fraction < 1,
+              "training config: val_fraction {} outside (0, 1)", val_fraction);
+}
+
+float TrainConfig::lr_at(int64_t s) const {
+  if (s < warmup_steps) return lr * static_cast<float>(s + 1) / static_cast<float>(warmup_steps);
+  const double progress =
+      std::min(1.0, double(s - warmup_steps) / double(std::max<int64_t>(1, steps - warmup_steps)));
+  return static_cast<float>(min_lr + 0.5 * (lr - min_lr) * (1.0 + std::cos(M_PI * progress)));
+}
+
+Trainer::Trainer(TrainConfig config, std::vector<uint32_t> tokens, std::string out_dir,
+                 std::unique_ptr<Gpt2> model)
+    : config_(config), tokens_(std::move(tokens)), out_dir_(std::move(out_dir)),
+      model_(std::move(model)), best_val_(std::numeric_limits<double>::infinity()) {
+  config_.validate();
+  const int64_t n = static_cast<int64_t>(tokens_.size());
+  train_end_ = n - static_cast<int64_t>(std::llround(double(n) * config_.val_fraction));
+  FORGE_CHECK(train_end_ > config_.n_ctx + 1 && n - train_end_ > config_.n_ctx + 1,
+              "the corpus ({} tokens) is too small for windows of {} tokens in both the training "
+              "and the validation split",
+              n, config_.n_ctx + 1);
+  model_->check_ids(tokens_);
+  make_optimizer();
+}
+
+Trainer::Trainer(TrainConfig config, int64_t vocab_size, std::vector<uint32_t> tokens,
+                 std::string out_dir, const Device& device)
+    : Trainer(config, std::move(tokens), std::move(out_dir),
+              std::make_unique<Gpt2>(Gpt2::init_random(
+                  (config.validate(), model_config(config, vocab_size)), config.seed, device))) {
+  fs::create_directories(out_dir_);
+  write_text(out_dir_ + "/train_log.csv", kLogHeader);
+}
+
+void Trainer::make_optimizer() {
+  std::vector<optim::ParamRef> refs;
+  for (const Gpt2Parameter& p : model_->parameters()) refs.push_back({p.name, p.tensor, p.decay});
+  adamw_ = std::make_unique<optim::AdamW>(
+      refs, optim::AdamWOptions{.beta1 = config_.beta1, .beta2 = config_.beta2, .eps = 1e-8f,
+                                .weight_decay = config_.weight_decay});
+}
+
+std::unique_ptr<Trainer> Trainer::resume(std::vector<uint32_t> tokens, std::string out_dir,
+                                         const Device& device, int64_t steps) {
+  std::string dir = out_dir + "/checkpoint";
+  // A crash between the two renames of save_checkpoint() leaves only the previous one.
+  if (!fs::exists(dir + "/train_state.json") && fs::exists(dir + ".old/train_state.json")) {
+    dir += ".old";
+  }
+  FORGE_CHECK(fs::exists(dir + "/train_state.json"), "{} has no checkpoint to resume from",
+              out_dir);
+  nlohmann::json state;
+  try {
+    state = nlohmann::json::parse(read_text(dir + "/train_state.json"));
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}/train_state.json: {}", dir, e.what());
+  }
+  TrainConfig config = TrainConfig::from_json(state.at("config"), TrainConfig{});
+  if (steps > 0) config.steps = steps;
+  auto model = std::make_unique<Gpt2>(Gpt2::load(dir, device));
+  std::unique_ptr<Trainer> t(
+      new Trainer(config, std::move(tokens), std::move(out_dir), std::move(model)));
+  t->adamw_->load(dir + "/optimizer.safetensors");
+  t->step_ = state.at("step");
+  FORGE_CHECK(t->adamw_->steps() == t->step_, "{}: optimizer step {} differs from step {}", dir,
+              t->adamw_->steps(), t->step_);
+  t->best_val_ = state.at("best_val_loss").is_null() ? std::numeric_limits<double>::infinity()
+                                                     : state.at("best_val_loss").get<double>();
+  t->wall_before_ = state.at("wall_s");
+  // Keep the log up to the checkpoint: later rows belong to the interrupted session.
+  std::istringstream log(read_text(t->out_dir_ + "/train_log.csv"));
+  std::string line, kept = kLogHeader;
+  std::getline(log, line);
+  while (std::getline(log, line)) {
+    std::istringstream row(line);
+    std::string field[4];
+    for (auto& f : field) std::getline(row, f, ',');
+    const int64_t step = std::stoll(field[0]);
+    if (step > t->step_) break;
+    kept += line + "\n";
+    t->train_curve_.push_back({step, std::stod(field[2])});
+    if (!field[3].empty()) t->val_curve_.push_back({step, std::stod(field[3])});
+  }
+  write_text(t->out_dir_ + "/train_log.csv", kept);
+  return t;
+}
+
+void Trainer::windows(const std::vector<int64_t>& starts, std::vector<uint32_t>& inputs,
+                      std::vector<uint32_t>& targets) const {
+  inputs.clear();
+  targets.clear();
+  for (int64_t s : starts) {
+    inputs.insert(inputs.end(), tokens_.begin() + s, tokens_.begin() + s + config_.n_ctx);
+    targets.insert(targets.end(), tokens_.begin() + s + 1, tokens_.begin() + s + 1 + config_.n_ctx);
+  }
+}
+
+double Trainer::train_step() {
+  Gpt2Grads grads;
+  double loss = 0.0;
+  std::vector<uint32_t> inputs, targets;
+  const uint64_t positions = static_cast<uint64_t>(train_end_ - config_.n_ctx);
+  for (int64_t a = 0; a < config_.accumulation; ++a) {
+    const uint64_t micro = static_cast<uint64_t>(step_ * config_.accumulation + a);
+    std::vector<int64_t> starts;
+    for (int64_t b = 0; b < config_.batch; ++b) {
+      starts.push_back(static_cast<int64_t>(
+          hash64(config_.seed, micro * static_cast<uint64_t>(config_.batch) + b) % positions));
+    }
+    windows(starts, inputs, targets);
+    const LossOptions options{.dropout = config_.dropout,
+                              .dropout_seed = hash64(config_.seed ^ kDropoutStream, micro),
+                              .grad_scale = 1.0f / static_cast<float>(config_.accumulation)};
+    loss += model_->loss_grads(inputs, targets, config_.batch, grads, options);
+  }
+  const optim::GradNorm clip = optim::clip_grad_norm(grads, config_.grad_clip);
+  adamw_->step(grads, config_.lr_at(step_), clip.coefficient);
+  ++step_;
+  return loss / static_cast<double>(config_.accumulation);
+}
+
+double Trainer::validation_loss() const {
+  const int64_t count = config_.eval_batches * config_.batch;
+  const int64_t span = static_cast<int64_t>(tokens_.size()) - train_end_ - config_.n_ctx - 1;
+  std::vector<uint32_t> inputs, targets;
+  double total = 0.0;
+  for (int64_t e = 0; e < config_.eval_batches; ++e) {
+    std::vector<int64_t> starts;
+    for (int64_t b = 0; b < config_.batch; ++b) {
+      starts.push_back(train_end_ + span * (e * config_.batch + b) / std::max<int64_t>(1, count - 1));
+    }
+    windows(starts, inputs, targets);
+    total += model_->loss(inputs, targets, config_.batch);
+  }
+  return total / static_cast<double>(config_.eval_batches);
+}
+
+void Trainer::save_checkpoint(double wall_s) const {
+  const std::string dir = out_dir_ + "/checkpoint";
+  const std::string tmp = dir + ".tmp", old = dir + ".old";
+  fs::remove_all(tmp);
+  model_->save(tmp);
+  adamw_->save(tmp + "/optimizer.safetensors");
+  const nlohmann::json state = {
+      {"step", step_},
+      {"best_val_loss", std::isfinite(best_val_) ? nlohmann::json(best_val_) : nlohmann::json()},
+      {"wall_s", wall_s},
+      {"config", config_.to_json()}};
+  write_text(tmp + "/train_state.json", state.dump(2) + "\n");
+  fs::remove_all(old);
+  if (fs::exists(dir)) fs::rename(dir, old);
+  fs::rename(tmp, dir);
+  fs::remove_all(old);
+}
+
+void Trainer::save_best() const {
+  model_->save(out_dir_);
+  write_text(out_dir_ + "/train_config.json", config_.to_json().dump(2) + "\n");
+}
+
+void Trainer::append_log(int64_t step, double lr, double train_loss, double val_loss,
+                         double tok_s, double wall_s) {
+  std::string row = fmt::format("{},{:.6g},{:.6f},{},{:.1f},{:.1f}\n", step, lr, train_loss,
+                                std::isnan(val_loss) ? "" : fmt::format("{:.6f}", val_loss),
+                                tok_s, wall_s);
+  std::string log = read_text(out_dir_ + "/train_log.csv") + row;
+  write_text(out_dir_ + "/train_log.csv", log);
+}
+
+TrainSummary Trainer::run(const std::function<void(const Progress&)>& on_progress,
+                          int64_t stop_after) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t first = step_;
+  const double tokens_per_step =
+      double(config_.batch) * double(config_.n_ctx) * double(config_.accumulation);
+  TrainSummary summary;
+  double last_loss = NAN;
+  bool saved = false;
+  while (step_ < config_.steps && (stop_after <= 0 || step_ - first < stop_after)) {
+    const float lr = config_.lr_at(step_);
+    last_loss = train_step();
+    saved = false;
+    const bool last = step_ == config_.steps;
+    const bool evaluate = step_ % config_.eval_interval == 0 || last;
+    if (step_ % config_.log_interval != 0 && !evaluate) continue;
+    const double elapsed = seconds_since(t0);
+    const double tok_s = double(step_ - first) * tokens_per_step / std::max(1e-9, elapsed);
+    double val = NAN;
+    if (evaluate) {
+      val = validation_loss();
+      val_curve_.push_back({step_, val});
+      if (val < best_val_) {
+        best_val_ = val;
+        save_best();
+      }
+    }
+    train_curve_.push_back({step_, last_loss});
+    append_log(step_, lr, last_loss, val, tok_s, wall_before_ + elapsed);
+    if (evaluate) {
+      write_loss_plot(out_dir_ + "/loss.png", train_curve_, val_curve_);
+      save_checkpoint(wall_before_ + seconds_since(t0));
+      saved = true;
+    }
+    if (on_progress) {
+      const double per_step = elapsed / double(step_ - first);
+      on_progress({step_, config_.steps, last_loss, lr, tok_s,
+                   per_step * double(config_.steps - step_), val});
+    }
+  }
+  const double elapsed = seconds_since(t0);
+  if (!saved && step_ > first) save_checkpoint(wall_before_ + elapsed);
+  summary.step = step_;
+  summary.last_train_loss = last_loss;
+  summary.best_val_loss = best_val_;
+  summary.wall_s = wall_before_ + elapsed;
+  summary.tokens_per_s = double(step_ - first) * tokens_per_step / std::max(1e-9, elapsed);
+  return summary;
+}
+
+}  // namespace forge::train
