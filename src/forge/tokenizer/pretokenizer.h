@@ -1,6 +1,7 @@
 // GPT-2's pre-tokenizer: splits text into the pieces that BPE then encodes one by one.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <string_view>
 
@@ -102,24 +103,15 @@ class Gpt2Splitter {
     return reinterpret_cast<const unsigned char*>(text_.data());
   }
 
-  static constexpr CharClass kAscii[128] = {
-#define O CharClass::kOther
-#define L CharClass::kLetter
-#define N CharClass::kNumber
-#define S CharClass::kSpace
-      O, O, O, O, O, O, O, O, O, S, S, S, S, S, O, O,  // 0x00: \t \n \v \f \r
-      O, O, O, O, O, O, O, O, O, O, O, O, O, O, O, O,  // 0x10
-      S, O, O, O, O, O, O, O, O, O, O, O, O, O, O, O,  // 0x20: space, punctuation
-      N, N, N, N, N, N, N, N, N, N, O, O, O, O, O, O,  // 0x30: digits
-      O, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L,  // 0x40: @ A…O
-      L, L, L, L, L, L, L, L, L, L, L, O, O, O, O, O,  // 0x50: P…Z
-      O, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L,  // 0x60: ` a…o
-      L, L, L, L, L, L, L, L, L, L, L, O, O, O, O, O,  // 0x70: p…z
-#undef O
-#undef L
-#undef N
-#undef S
-  };
+  // The ASCII fast path; the same classes CharClasses gives (0x1C…0x1F are not White_Space).
+  static constexpr std::array<CharClass, 128> kAscii = [] {
+    std::array<CharClass, 128> table{};
+    for (char c = '\t'; c <= '\r'; ++c) table[c] = CharClass::kSpace;
+    table[' '] = CharClass::kSpace;
+    for (char c = '0'; c <= '9'; ++c) table[c] = CharClass::kNumber;
+    for (char c = 'A'; c <= 'Z'; ++c) table[c] = table[c + ('a' - 'A')] = CharClass::kLetter;
+    return table;
+  }();
 
   std::string_view text_;
   const unsigned char* p_;
