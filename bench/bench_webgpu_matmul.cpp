@@ -77,15 +77,18 @@ void bench(const Device& dev, const Shape3& s, double budget) {
     const int64_t i = rng() % s.m, j = rng() % s.n;
     double want = 0.0;
     for (int64_t kk = 0; kk < s.k; ++kk) {
-      want += static_cast<double>(ha[i * s.k + kk]) * (s.trans_b ? hb[j * s.k + kk] : hb[kk * s.n + j]);
+      want +=
+          static_cast<double>(ha[i * s.k + kk]) * (s.trans_b ? hb[j * s.k + kk] : hb[kk * s.n + j]);
     }
     worst = std::max(worst, std::fabs(want - got[i * s.n + j]));
   }
   const double gflops = 2.0 * s.m * s.n * s.k / t / 1e9;
-  std::printf("%6ldx%-5ldx%6ld%s  %9.3f ms  %9.1f GFLOP/s  reps %3d  submits/run %lu  dispatches/rep %.1f  max|err| %.2e\n",
-              s.m, s.k, s.n, s.trans_b ? "t" : " ", t * 1e3, gflops, reps,
-              static_cast<unsigned long>(c1.submits - c0.submits),
-              static_cast<double>(c1.dispatches - c0.dispatches) / reps, worst);
+  std::printf(
+      "%6ldx%-5ldx%6ld%s  %9.3f ms  %9.1f GFLOP/s  reps %3d  submits/run %lu  dispatches/rep %.1f  "
+      "max|err| %.2e\n",
+      s.m, s.k, s.n, s.trans_b ? "t" : " ", t * 1e3, gflops, reps,
+      static_cast<unsigned long>(c1.submits - c0.submits),
+      static_cast<double>(c1.dispatches - c0.dispatches) / reps, worst);
   std::fflush(stdout);
 }
 
@@ -96,8 +99,11 @@ int main(int argc, char** argv) {
     std::vector<Shape3> shapes;
     for (int i = 1; i < argc; ++i) shapes.push_back(parse(argv[i]));
     if (shapes.empty()) {
-      shapes = {{4096, 4096, 4096, false}, {8192, 768, 2304, false}, {8192, 768, 3072, false},
-                {8192, 3072, 768, false},  {8192, 768, 50257, true}};
+      shapes = {{4096, 4096, 4096, false},
+                {8192, 768, 2304, false},
+                {8192, 768, 3072, false},
+                {8192, 3072, 768, false},
+                {8192, 768, 50257, true}};
     }
     const char* env = std::getenv("FORGE_BENCH_SECONDS");
     const double budget = env ? std::atof(env) : 1.0;

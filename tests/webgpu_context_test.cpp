@@ -115,8 +115,9 @@ TEST(WebGpuContext, NullAdapterIsRefusedUnlessAskedFor) {
 TEST(WebGpuContext, BadShaderIsAnError) {
   FORGE_REQUIRE_WEBGPU();
   auto ctx = gpu::create_context({});
-  const std::string e =
-      error_of([&] { ctx->kernel({"broken", "fn main( { nonsense", "main", "w"}); });
+  const std::string e = error_of([&] {
+    ctx->kernel({"broken", "fn main( { nonsense", "main", "w"});
+  });
   EXPECT_NE(e.find("broken"), std::string::npos) << e;
   // The context stays usable afterwards.
   EXPECT_NO_THROW(ctx->sync());
@@ -210,7 +211,8 @@ TEST(WebGpuContext, ScopeOfNKernelsIsOneSubmitAndReadsRideOnIt) {
   EXPECT_EQ(after.dispatches - before.dispatches, 20u);
   EXPECT_EQ(after.readbacks - before.readbacks, 1u);
   const auto xs = x.cpu.to_floats();
-  for (std::size_t i = 0; i < xs.size(); ++i) EXPECT_NEAR(got[i], xs[i] * std::pow(1.01f, 20), 1e-5);
+  for (std::size_t i = 0; i < xs.size(); ++i)
+    EXPECT_NEAR(got[i], xs[i] * std::pow(1.01f, 20), 1e-5);
 }
 
 TEST(WebGpuContext, SteadyStateStepIsOneSubmitAndNoNewBuffers) {
@@ -260,7 +262,7 @@ TEST(WebGpuContext, UploadInsideAScopeIsOrderedAfterRecordedKernels) {
     DispatchScope scope(dev);
     before = ops::scale(x, 2.0f);  // recorded, not yet run
     const std::vector<float> next = {10, 20, 30, 40};
-    x.write(next.data(), 16);      // must not overtake the recorded kernel
+    x.write(next.data(), 16);  // must not overtake the recorded kernel
     after = ops::scale(x, 2.0f);
   }
   EXPECT_EQ(before.to_floats(), (std::vector<float>{2, 4, 6, 8}));
@@ -273,7 +275,8 @@ TEST(WebGpuContext, EightThreadsCreateUseAndDestroyDevicesWithoutWedging) {
     for (int round = 0; round < 3; ++round) {
       const Device dev = make_webgpu_device(WebGpuOptions{});
       const auto a = random_pair({33, 20}, 200 + id, dev), b = random_pair({20, 17}, 300 + id, dev);
-      if (max_abs_diff(ops::matmul(a.cpu, b.cpu), ops::matmul(a.gpu, b.gpu)) > kParity) return false;
+      if (max_abs_diff(ops::matmul(a.cpu, b.cpu), ops::matmul(a.gpu, b.gpu)) > kParity)
+        return false;
     }
     return true;
   };

@@ -22,9 +22,9 @@ struct MmCase {
 TEST(WebGpuOps, MatmulMatchesCpuOverTailsTransposesBatchesBiasAndAlpha) {
   FORGE_REQUIRE_WEBGPU();
   const std::vector<MmCase> cases = {
-      {1, 1, 1, 1, false},     {1, 3, 5, 7, false},      {1, 17, 33, 65, false},
-      {1, 64, 64, 64, false},  {1, 130, 129, 67, false}, {1, 520, 530, 40, false},
-      {3, 9, 70, 33, true},    {2, 66, 5, 130, false},   {4, 1, 37, 19, true},
+      {1, 1, 1, 1, false},    {1, 3, 5, 7, false},      {1, 17, 33, 65, false},
+      {1, 64, 64, 64, false}, {1, 130, 129, 67, false}, {1, 520, 530, 40, false},
+      {3, 9, 70, 33, true},   {2, 66, 5, 130, false},   {4, 1, 37, 19, true},
   };
   uint32_t seed = 1;
   for (const auto& c : cases) {
@@ -33,17 +33,14 @@ TEST(WebGpuOps, MatmulMatchesCpuOverTailsTransposesBatchesBiasAndAlpha) {
       const bool with_bias = (variant & 4) != 0;
       const Shape sa = p.trans_a ? Shape{c.k, c.m} : Shape{c.m, c.k};
       const Shape sb = p.trans_b ? Shape{c.n, c.k} : Shape{c.k, c.n};
-      auto batched = [&](const Shape& s, bool on) {
-        return on ? Shape{c.batch, s[0], s[1]} : s;
-      };
+      auto batched = [&](const Shape& s, bool on) { return on ? Shape{c.batch, s[0], s[1]} : s; };
       const auto a = random_pair(batched(sa, c.batch > 1), seed++);
       const auto b = random_pair(batched(sb, c.batch > 1 && c.batched_b), seed++);
       const auto bias = random_pair({c.n}, seed++);
       const Tensor want = ops::matmul(a.cpu, b.cpu, p, with_bias ? bias.cpu : Tensor());
       const Tensor got = ops::matmul(a.gpu, b.gpu, p, with_bias ? bias.gpu : Tensor());
-      EXPECT_LE(max_abs_diff(want, got), kParity)
-          << "batch " << c.batch << " m " << c.m << " n " << c.n << " k " << c.k << " variant "
-          << variant;
+      EXPECT_LE(max_abs_diff(want, got), kParity) << "batch " << c.batch << " m " << c.m << " n "
+                                                  << c.n << " k " << c.k << " variant " << variant;
     }
   }
 }
@@ -111,8 +108,7 @@ TEST(WebGpuOps, WteLargerThanTheBindingLimitWorksForEmbeddingAndTiedHead) {
   EXPECT_LE(max_abs_diff(h_cpu, h_gpu), kParity);
   // Tied head: logits = h · wteᵀ, prefill (m = 8) and decode (m = 1).
   const MatmulParams t{false, true, 1.0f};
-  EXPECT_LE(max_abs_diff(ops::matmul(h_cpu, wte.cpu, t), ops::matmul(h_gpu, wte.gpu, t)),
-            kParity);
+  EXPECT_LE(max_abs_diff(ops::matmul(h_cpu, wte.cpu, t), ops::matmul(h_gpu, wte.gpu, t)), kParity);
   EXPECT_LE(max_abs_diff(ops::matmul(h_cpu.rows(7, 8), wte.cpu, t),
                          ops::matmul(h_gpu.rows(7, 8), wte.gpu, t)),
             kParity);
@@ -185,12 +181,14 @@ TEST(WebGpuOps, EmbeddingMatchesCpuAndABadIdIsAnError) {
   FORGE_REQUIRE_WEBGPU();
   const auto wte = random_pair({50, 24}, 100), wpe = random_pair({12, 24}, 101);
   const std::vector<uint32_t> ids = {3, 49, 0, 7, 7, 12};
-  const Tensor want = ops::embedding(Tensor::from_ids(ids, {6}, Device::cpu()), wte.cpu, wpe.cpu, 3, 2);
+  const Tensor want =
+      ops::embedding(Tensor::from_ids(ids, {6}, Device::cpu()), wte.cpu, wpe.cpu, 3, 2);
   const Tensor got = ops::embedding(Tensor::from_ids(ids, {6}, gpu()), wte.gpu, wpe.gpu, 3, 2);
   EXPECT_LE(max_abs_diff(want, got), kParity);
   const Tensor bad = ops::embedding(Tensor::from_ids({1, 50}, {2}, gpu()), wte.gpu, wpe.gpu, 2, 0);
   EXPECT_THROW(bad.to_floats(), Error);
-  EXPECT_NO_THROW(ops::embedding(Tensor::from_ids({1, 2}, {2}, gpu()), wte.gpu, wpe.gpu, 2, 0).to_floats());
+  EXPECT_NO_THROW(
+      ops::embedding(Tensor::from_ids({1, 2}, {2}, gpu()), wte.gpu, wpe.gpu, 2, 0).to_floats());
 }
 
 TEST(WebGpuOps, HeadsKvAppendAndCopyMatchCpu) {

@@ -16,14 +16,14 @@ namespace forge::test {
 
 /// Skips when no real WebGPU adapter exists, unless FORGE_TEST_REQUIRE_WEBGPU=1 (scripts/test.sh,
 /// after setup installed lavapipe), where a missing adapter is a failure.
-#define FORGE_REQUIRE_WEBGPU()                                                    \
-  do {                                                                            \
-    std::string why_;                                                             \
-    if (!::forge::webgpu_available(&why_)) {                                      \
-      const char* required_ = std::getenv("FORGE_TEST_REQUIRE_WEBGPU");           \
-      if (required_ && std::string(required_) == "1") FAIL() << why_;             \
-      GTEST_SKIP() << why_;                                                       \
-    }                                                                             \
+#define FORGE_REQUIRE_WEBGPU()                                          \
+  do {                                                                  \
+    std::string why_;                                                   \
+    if (!::forge::webgpu_available(&why_)) {                            \
+      const char* required_ = std::getenv("FORGE_TEST_REQUIRE_WEBGPU"); \
+      if (required_ && std::string(required_) == "1") FAIL() << why_;   \
+      GTEST_SKIP() << why_;                                             \
+    }                                                                   \
   } while (0)
 
 inline const Device& gpu() {

@@ -53,11 +53,14 @@ enum Feature : uint32_t {
   CoreFeaturesAndLimits = 18,
 };
 
-inline WGPUFeatureName feature(Feature f) { return static_cast<WGPUFeatureName>(f); }
+inline WGPUFeatureName feature(Feature f) {
+  return static_cast<WGPUFeatureName>(f);
+}
 
 /// A readable name for a feature value as the library reports it; nullptr for values Forge does
 /// not name (most Dawn-internal extensions).
 inline const char* feature_name(uint32_t value) {
+  // clang-format off
   switch (value) {
     case DepthClipControl: return "depth-clip-control";
     case Depth32FloatStencil8: return "depth32float-stencil8";
@@ -79,6 +82,7 @@ inline const char* feature_name(uint32_t value) {
     case CoreFeaturesAndLimits: return "core-features-and-limits";
     default: return nullptr;
   }
+  // clang-format on
 }
 
 }  // namespace forge::gpu::compat

@@ -15,7 +15,9 @@
 namespace forge::gpu {
 namespace {
 
-WGPUStringView sv(std::string_view s) { return {s.data(), s.size()}; }
+WGPUStringView sv(std::string_view s) {
+  return {s.data(), s.size()};
+}
 
 std::string str(WGPUStringView s) {
   if (!s.data) return {};
@@ -30,9 +32,17 @@ void wait(const DawnProcs& d, WGPUInstance instance, WGPUFuture future, const ch
               "WebGPU: waiting for {} failed (status {})", what, static_cast<int>(status));
 }
 
-WGPUInstance make_instance(const DawnProcs& d) {
+/// Toggles go on the instance as well as the device: some (allow_unsafe_apis) are read there.
+WGPUInstance make_instance(const DawnProcs& d, const std::vector<std::string>& toggles = {}) {
+  std::vector<const char*> names;
+  for (const auto& t : toggles) names.push_back(t.c_str());
+  WGPUDawnTogglesDescriptor tog{};
+  tog.chain.sType = WGPUSType_DawnTogglesDescriptor;
+  tog.enabledToggleCount = names.size();
+  tog.enabledToggles = names.data();
   // The library's descriptor layout, not the header's (dawn_compat.h).
   compat::InstanceDescriptor desc;
+  if (!names.empty()) desc.nextInChain = &tog.chain;
   desc.capabilities.timedWaitAnyEnable = true;
   WGPUInstance instance = d.CreateInstance(&desc);
   FORGE_CHECK(instance != nullptr, "WebGPU: wgpuCreateInstance failed ({})", d.path);
@@ -41,24 +51,37 @@ WGPUInstance make_instance(const DawnProcs& d) {
 
 const char* backend_name(WGPUBackendType t) {
   switch (t) {
-    case WGPUBackendType_Null: return "null";
-    case WGPUBackendType_WebGPU: return "webgpu";
-    case WGPUBackendType_D3D11: return "d3d11";
-    case WGPUBackendType_D3D12: return "d3d12";
-    case WGPUBackendType_Metal: return "metal";
-    case WGPUBackendType_Vulkan: return "vulkan";
-    case WGPUBackendType_OpenGL: return "opengl";
-    case WGPUBackendType_OpenGLES: return "opengles";
-    default: return "unknown";
+    case WGPUBackendType_Null:
+      return "null";
+    case WGPUBackendType_WebGPU:
+      return "webgpu";
+    case WGPUBackendType_D3D11:
+      return "d3d11";
+    case WGPUBackendType_D3D12:
+      return "d3d12";
+    case WGPUBackendType_Metal:
+      return "metal";
+    case WGPUBackendType_Vulkan:
+      return "vulkan";
+    case WGPUBackendType_OpenGL:
+      return "opengl";
+    case WGPUBackendType_OpenGLES:
+      return "opengles";
+    default:
+      return "unknown";
   }
 }
 
 const char* adapter_type_name(WGPUAdapterType t) {
   switch (t) {
-    case WGPUAdapterType_DiscreteGPU: return "discrete";
-    case WGPUAdapterType_IntegratedGPU: return "integrated";
-    case WGPUAdapterType_CPU: return "cpu";
-    default: return "unknown";
+    case WGPUAdapterType_DiscreteGPU:
+      return "discrete";
+    case WGPUAdapterType_IntegratedGPU:
+      return "integrated";
+    case WGPUAdapterType_CPU:
+      return "cpu";
+    default:
+      return "unknown";
   }
 }
 
@@ -168,12 +191,13 @@ std::string lower(std::string s) {
 
 std::string no_real_adapter_message(const DawnProcs& d, const std::vector<Candidate>& all) {
   std::string names;
-  for (const auto& c : all) names += fmt::format(" [{}] {} ({})", c.info.index, c.info.name, c.info.backend);
-  const std::string vk = d.vulkan_loader.empty()
-                             ? "no Vulkan loader (libvulkan.so.1) was found: install Debian's "
-                               "libvulkan1, or set FORGE_VULKAN_LIB to a libvulkan.so.1"
-                             : "the Vulkan loader (" + d.vulkan_loader +
-                                   ") found no working Vulkan driver";
+  for (const auto& c : all)
+    names += fmt::format(" [{}] {} ({})", c.info.index, c.info.name, c.info.backend);
+  const std::string vk =
+      d.vulkan_loader.empty()
+          ? "no Vulkan loader (libvulkan.so.1) was found: install Debian's "
+            "libvulkan1, or set FORGE_VULKAN_LIB to a libvulkan.so.1"
+          : "the Vulkan loader (" + d.vulkan_loader + ") found no working Vulkan driver";
   return fmt::format(
       "WebGPU has no real adapter, only Dawn's Null adapter, which computes nothing: {}. On "
       "a machine without a GPU install Mesa 25's lavapipe (bash scripts/setup.d/lavapipe.sh; "
@@ -184,8 +208,7 @@ std::string no_real_adapter_message(const DawnProcs& d, const std::vector<Candid
 
 /// Picks per FORGE_ADAPTER syntax: "" = best real adapter, digits = index, else a
 /// case-insensitive substring of the name or the backend.
-std::size_t choose(const DawnProcs& d, const std::vector<Candidate>& all,
-                   const ContextOptions& o) {
+std::size_t choose(const DawnProcs& d, const std::vector<Candidate>& all, const ContextOptions& o) {
   FORGE_CHECK(!all.empty(), "WebGPU: Dawn offers no adapter at all (not even Null)");
   std::size_t pick = all.size();
   if (o.adapter.empty()) {
@@ -194,8 +217,8 @@ std::size_t choose(const DawnProcs& d, const std::vector<Candidate>& all,
     }
   } else if (std::all_of(o.adapter.begin(), o.adapter.end(), ::isdigit)) {
     pick = std::stoul(o.adapter);
-    FORGE_CHECK(pick < all.size(), "WebGPU: FORGE_ADAPTER={} but there are {} adapters",
-                o.adapter, all.size());
+    FORGE_CHECK(pick < all.size(), "WebGPU: FORGE_ADAPTER={} but there are {} adapters", o.adapter,
+                all.size());
   } else {
     const std::string want = lower(o.adapter);
     for (std::size_t i = 0; i < all.size() && pick == all.size(); ++i) {
@@ -205,7 +228,8 @@ std::size_t choose(const DawnProcs& d, const std::vector<Candidate>& all,
       }
     }
     std::string names;
-    for (const auto& c : all) names += fmt::format(" [{}] {} ({})", c.info.index, c.info.name, c.info.backend);
+    for (const auto& c : all)
+      names += fmt::format(" [{}] {} ({})", c.info.index, c.info.name, c.info.backend);
     FORGE_CHECK(pick < all.size(), "WebGPU: no adapter matches FORGE_ADAPTER={}; adapters:{}",
                 o.adapter, names);
   }
@@ -218,10 +242,17 @@ uint64_t parse_bytes(const char* text) {
   uint64_t v = std::strtoull(text, &end, 10);
   FORGE_CHECK(end != text, "FORGE_WEBGPU_MAX_BINDING={} is not a byte count", text);
   switch (std::tolower(static_cast<unsigned char>(*end))) {
-    case 'k': v <<= 10; break;
-    case 'm': v <<= 20; break;
-    case 'g': v <<= 30; break;
-    default: break;
+    case 'k':
+      v <<= 10;
+      break;
+    case 'm':
+      v <<= 20;
+      break;
+    case 'g':
+      v <<= 30;
+      break;
+    default:
+      break;
   }
   return v;
 }
@@ -270,7 +301,9 @@ class DawnBuffer final : public Buffer {
   uint64_t size_;
 };
 
-WGPUBuffer handle(const Buffer& b) { return static_cast<const DawnBuffer&>(b).handle(); }
+WGPUBuffer handle(const Buffer& b) {
+  return static_cast<const DawnBuffer&>(b).handle();
+}
 
 class DawnKernel final : public Kernel {
  public:
@@ -306,7 +339,7 @@ class ReadState final : public Future::State {
 class DawnContext final : public Context {
  public:
   explicit DawnContext(const ContextOptions& o) : d_(dawn()) {
-    instance_ = make_instance(d_);
+    instance_ = make_instance(d_, o.toggles);
     auto all = enumerate(d_, instance_);
     std::size_t pick;
     try {
@@ -347,8 +380,8 @@ class DawnContext final : public Context {
     if (encoder_) {
       // queue.writeBuffer would land before the recorded (not yet submitted) kernels.
       end_pass();
-      d_.CommandEncoderWriteBuffer(encoder_, handle(dst), offset,
-                                   static_cast<const uint8_t*>(src), bytes);
+      d_.CommandEncoderWriteBuffer(encoder_, handle(dst), offset, static_cast<const uint8_t*>(src),
+                                   bytes);
     } else {
       d_.QueueWriteBuffer(queue_, handle(dst), offset, src, bytes);
     }
@@ -359,8 +392,8 @@ class DawnContext final : public Context {
     if (bytes == 0) return;
     open_encoder();
     end_pass();
-    d_.CommandEncoderCopyBufferToBuffer(encoder_, handle(src), src_offset, handle(dst),
-                                        dst_offset, bytes);
+    d_.CommandEncoderCopyBufferToBuffer(encoder_, handle(src), src_offset, handle(dst), dst_offset,
+                                        bytes);
     if (depth_ == 0) submit();
   }
 
@@ -383,7 +416,7 @@ class DawnContext final : public Context {
     for (std::size_t i = 0; i < entries.size(); ++i) {
       entries[i].binding = static_cast<uint32_t>(i);
       entries[i].visibility = WGPUShaderStage_Compute;
-      entries[i].buffer.type = i == 0                        ? WGPUBufferBindingType_Uniform
+      entries[i].buffer.type = i == 0                       ? WGPUBufferBindingType_Uniform
                                : spec.storage[i - 1] == 'w' ? WGPUBufferBindingType_Storage
                                                             : WGPUBufferBindingType_ReadOnlyStorage;
       entries[i].buffer.hasDynamicOffset = i == 0;
@@ -552,8 +585,8 @@ class DawnContext final : public Context {
     };
     cb.userdata1 = &result;
     wait(d_, instance_, d_.AdapterRequestDevice(adapter_, &desc, cb), "the device");
-    FORGE_CHECK(result.device != nullptr, "WebGPU: creating a device on {} failed: {}",
-                info_.name, result.message);
+    FORGE_CHECK(result.device != nullptr, "WebGPU: creating a device on {} failed: {}", info_.name,
+                result.message);
     device_ = result.device;
     queue_ = d_.DeviceGetQueue(device_);
     WGPULimits got{};

@@ -82,9 +82,10 @@ Loaded load() {
   FORGE_DAWN_LOAD(GetInstanceCapabilities)
 #undef FORGE_DAWN_LOAD
   if (!missing.empty()) {
-    out.error = fmt::format("WebGPU is unavailable: {} lacks{} (expected Dawn of June 2025, npm "
-                            "bun-webgpu-linux-x64@0.1.7)",
-                            out.procs.path, missing);
+    out.error = fmt::format(
+        "WebGPU is unavailable: {} lacks{} (expected Dawn of June 2025, npm "
+        "bun-webgpu-linux-x64@0.1.7)",
+        out.procs.path, missing);
   }
   return out;
 }

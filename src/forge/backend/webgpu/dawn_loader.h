@@ -9,22 +9,24 @@
 namespace forge::gpu {
 
 // Every webgpu.h entry point Forge calls, except the two whose ABI differs (see dawn_compat.h).
-#define FORGE_DAWN_PROCS(X)                                                                    \
-  X(AdapterGetFeatures) X(AdapterGetInfo) X(AdapterGetLimits) X(AdapterHasFeature)             \
-  X(AdapterInfoFreeMembers) X(AdapterRelease) X(AdapterRequestDevice) X(BindGroupRelease)      \
-  X(BindGroupLayoutRelease) X(BufferDestroy) X(BufferGetConstMappedRange) X(BufferMapAsync)    \
-  X(BufferRelease) X(BufferUnmap) X(CommandBufferRelease) X(CommandEncoderBeginComputePass)    \
-  X(CommandEncoderCopyBufferToBuffer) X(CommandEncoderFinish) X(CommandEncoderRelease)         \
+// clang-format off
+#define FORGE_DAWN_PROCS(X) \
+  X(AdapterGetFeatures) X(AdapterGetInfo) X(AdapterGetLimits) X(AdapterHasFeature) \
+  X(AdapterInfoFreeMembers) X(AdapterRelease) X(AdapterRequestDevice) X(BindGroupRelease) \
+  X(BindGroupLayoutRelease) X(BufferDestroy) X(BufferGetConstMappedRange) X(BufferMapAsync) \
+  X(BufferRelease) X(BufferUnmap) X(CommandBufferRelease) X(CommandEncoderBeginComputePass) \
+  X(CommandEncoderCopyBufferToBuffer) X(CommandEncoderFinish) X(CommandEncoderRelease) \
   X(CommandEncoderWriteBuffer) X(ComputePassEncoderDispatchWorkgroups) X(ComputePassEncoderEnd) \
-  X(ComputePassEncoderRelease) X(ComputePassEncoderSetBindGroup)                               \
-  X(ComputePassEncoderSetPipeline) X(ComputePipelineRelease) X(DeviceCreateBindGroup)          \
-  X(DeviceCreateBindGroupLayout) X(DeviceCreateBuffer) X(DeviceCreateCommandEncoder)           \
-  X(DeviceCreateComputePipeline) X(DeviceCreatePipelineLayout) X(DeviceCreateShaderModule)     \
-  X(DeviceDestroy) X(DeviceGetLimits) X(DeviceGetQueue) X(DeviceHasFeature)                    \
-  X(DevicePopErrorScope) X(DevicePushErrorScope) X(DeviceRelease) X(InstanceProcessEvents)     \
-  X(InstanceRelease) X(InstanceRequestAdapter) X(InstanceWaitAny) X(PipelineLayoutRelease)     \
-  X(QueueOnSubmittedWorkDone) X(QueueRelease) X(QueueSubmit) X(QueueWriteBuffer)               \
+  X(ComputePassEncoderRelease) X(ComputePassEncoderSetBindGroup) \
+  X(ComputePassEncoderSetPipeline) X(ComputePipelineRelease) X(DeviceCreateBindGroup) \
+  X(DeviceCreateBindGroupLayout) X(DeviceCreateBuffer) X(DeviceCreateCommandEncoder) \
+  X(DeviceCreateComputePipeline) X(DeviceCreatePipelineLayout) X(DeviceCreateShaderModule) \
+  X(DeviceDestroy) X(DeviceGetLimits) X(DeviceGetQueue) X(DeviceHasFeature) \
+  X(DevicePopErrorScope) X(DevicePushErrorScope) X(DeviceRelease) X(InstanceProcessEvents) \
+  X(InstanceRelease) X(InstanceRequestAdapter) X(InstanceWaitAny) X(PipelineLayoutRelease) \
+  X(QueueOnSubmittedWorkDone) X(QueueRelease) X(QueueSubmit) X(QueueWriteBuffer) \
   X(ShaderModuleRelease) X(SupportedFeaturesFreeMembers)
+// clang-format on
 
 struct DawnProcs {
 #define FORGE_DAWN_FIELD(name) decltype(&::wgpu##name) name = nullptr;

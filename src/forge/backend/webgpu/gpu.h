@@ -33,11 +33,11 @@ struct Limits {
 };
 
 struct AdapterInfo {
-  int index = 0;            // position in list_adapters(), usable as FORGE_ADAPTER
-  std::string name;         // "llvmpipe (LLVM 19.1.7, 256 bits)", "NVIDIA H200"
+  int index = 0;     // position in list_adapters(), usable as FORGE_ADAPTER
+  std::string name;  // "llvmpipe (LLVM 19.1.7, 256 bits)", "NVIDIA H200"
   std::string vendor, architecture, description;
-  std::string backend;      // "vulkan", "opengl", "null", ...
-  std::string type;         // "discrete", "integrated", "cpu", "unknown"
+  std::string backend;  // "vulkan", "opengl", "null", ...
+  std::string type;     // "discrete", "integrated", "cpu", "unknown"
   uint32_t vendor_id = 0, device_id = 0;
   uint32_t subgroup_min = 0, subgroup_max = 0;
   Limits limits;
@@ -66,10 +66,10 @@ class Kernel {
 /// What a kernel is. Binding convention: @binding(0) is the params uniform, @binding(1..) are
 /// storage buffers, read-only ('r') or read-write ('w') as `storage` spells, in order.
 struct KernelSpec {
-  std::string name;      // cache key: equal names must mean equal sources
-  std::string source;    // WGSL
+  std::string name;    // cache key: equal names must mean equal sources
+  std::string source;  // WGSL
   std::string entry = "main";
-  std::string storage;   // e.g. "rrw"
+  std::string storage;  // e.g. "rrw"
 };
 
 /// A storage binding: [offset, offset + size) of a buffer; offset is aligned by the caller.
@@ -115,10 +115,10 @@ class Future {
 };
 
 struct ContextOptions {
-  std::string adapter;           // FORGE_ADAPTER syntax: name substring or index; "" = best
-  uint64_t max_binding = 0;      // cap on the storage binding size (0: the device's)
+  std::string adapter;               // FORGE_ADAPTER syntax: name substring or index; "" = best
+  uint64_t max_binding = 0;          // cap on the storage binding size (0: the device's)
   std::vector<std::string> toggles;  // Dawn toggles to enable, e.g. "disable_robustness"
-  bool allow_null = false;       // accept Dawn's Null adapter (error-path tests only)
+  bool allow_null = false;           // accept Dawn's Null adapter (error-path tests only)
 };
 
 /// Options from the environment: FORGE_ADAPTER, FORGE_WEBGPU_MAX_BINDING (bytes, k/m/g
@@ -137,8 +137,8 @@ class Context {
   virtual std::shared_ptr<Buffer> buffer(uint64_t bytes) = 0;
   /// Host → device, ordered after every kernel recorded so far.
   virtual void write(const Buffer& dst, uint64_t offset, const void* src, uint64_t bytes) = 0;
-  virtual void copy(const Buffer& dst, uint64_t dst_offset, const Buffer& src,
-                    uint64_t src_offset, uint64_t bytes) = 0;
+  virtual void copy(const Buffer& dst, uint64_t dst_offset, const Buffer& src, uint64_t src_offset,
+                    uint64_t bytes) = 0;
 
   /// The pipeline for `spec`, compiled once per context. A bad shader throws forge::Error with
   /// the compiler's messages.

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstring>
 #include <mutex>
+#include <unordered_map>
 
 #include "forge/core/error.h"
 
@@ -26,7 +27,9 @@ class WebGpuBuffer final : public Buffer {
   std::size_t bytes_;
 };
 
-const gpu::Buffer& gpu_of(const Buffer& b) { return static_cast<const WebGpuBuffer&>(b).gpu(); }
+const gpu::Buffer& gpu_of(const Buffer& b) {
+  return static_cast<const WebGpuBuffer&>(b).gpu();
+}
 
 uint32_t u32(int64_t v) {
   FORGE_CHECK(v >= 0 && v <= 0xffffffffll, "WebGPU: {} does not fit a 32-bit kernel parameter", v);
@@ -77,7 +80,8 @@ class WebGpuBackend final : public Backend {
   }
   void download_batch(std::span<const Download> downloads) override {
     std::vector<gpu::Read> reads;
-    for (const Download& d : downloads) reads.push_back({&gpu_of(*d.buffer), d.offset, d.dst, d.bytes});
+    for (const Download& d : downloads)
+      reads.push_back({&gpu_of(*d.buffer), d.offset, d.dst, d.bytes});
     // A bad token id recorded by the embedding kernel rides along on the same round trip.
     uint32_t status = 0;
     const bool check = embedding_pending_;
@@ -174,12 +178,15 @@ class WebGpuBackend final : public Backend {
     const Tensor flat_out = out.reshape({out.dim(0) * t, s});
     const Tensor flat = scores.reshape({scores.dim(0) * t, s});
     // Chunks hold whole [t, s] blocks so that row mod t stays the query position.
-    row_chunks(flat.dim(0), s, {&flat_out, &flat}, [&](const std::vector<View>& v, int64_t rows) {
-      struct {
-        uint32_t rows, t, s, offset, off_out, off_x, pad0, pad1;
-      } p{u32(rows), u32(t), u32(s), u32(offset), v[0].offset, v[1].offset, 0, 0};
-      run("softmax_causal", "rw", {v[1].binding, v[0].binding}, p, grid(rows, 1));
-    }, t);
+    row_chunks(
+        flat.dim(0), s, {&flat_out, &flat},
+        [&](const std::vector<View>& v, int64_t rows) {
+          struct {
+            uint32_t rows, t, s, offset, off_out, off_x, pad0, pad1;
+          } p{u32(rows), u32(t), u32(s), u32(offset), v[0].offset, v[1].offset, 0, 0};
+          run("softmax_causal", "rw", {v[1].binding, v[0].binding}, p, grid(rows, 1));
+        },
+        t);
   }
 
   void embedding(const Tensor& out, const Tensor& ids, const Tensor& wte, const Tensor& wpe,
@@ -195,8 +202,9 @@ class WebGpuBackend final : public Backend {
       struct {
         uint32_t n, c, seq_len, pos_offset, row_begin, row_end, vocab, check;
         uint32_t off_out, off_ids, off_wte, off_wpe;
-      } p{u32(n), u32(c), u32(seq_len), u32(pos_offset), u32(r0), u32(r1), u32(vocab),
-          r0 == 0 ? 1u : 0u, vo.offset, vi.offset, vw.offset, vp.offset};
+      } p{u32(n),    u32(c),    u32(seq_len), u32(pos_offset),
+          u32(r0),   u32(r1),   u32(vocab),   r0 == 0 ? 1u : 0u,
+          vo.offset, vi.offset, vw.offset,    vp.offset};
       const gpu::Binding status{status_.get(), 0, 256};
       run("embedding", "rrrww", {vi.binding, vw.binding, vp.binding, vo.binding, status}, p,
           grid(n * c, 256));
@@ -210,8 +218,8 @@ class WebGpuBackend final : public Backend {
     const View vq = view(q), vk = view(k), vv = view(v), vx = view(qkv);
     struct {
       uint32_t n, t, h, d, off_q, off_k, off_v, off_qkv;
-    } p{u32(q.numel()), u32(q.dim(1)), u32(q.dim(0) / batch), u32(q.dim(2)), vq.offset,
-        vk.offset, vv.offset, vx.offset};
+    } p{u32(q.numel()), u32(q.dim(1)), u32(q.dim(0) / batch), u32(q.dim(2)), vq.offset, vk.offset,
+        vv.offset,      vx.offset};
     run("split_heads", "rwww", {vx.binding, vq.binding, vk.binding, vv.binding}, p,
         grid(q.numel(), 256));
   }
@@ -220,8 +228,14 @@ class WebGpuBackend final : public Backend {
     const View vo = view(out), vx = view(heads);
     struct {
       uint32_t n, t, h, d, off_out, off_x, pad0, pad1;
-    } p{u32(out.numel()), u32(heads.dim(1)), u32(heads.dim(0) / batch), u32(heads.dim(2)),
-        vo.offset, vx.offset, 0, 0};
+    } p{u32(out.numel()),
+        u32(heads.dim(1)),
+        u32(heads.dim(0) / batch),
+        u32(heads.dim(2)),
+        vo.offset,
+        vx.offset,
+        0,
+        0};
     run("merge_heads", "rw", {vx.binding, vo.binding}, p, grid(out.numel(), 256));
   }
 
@@ -229,36 +243,36 @@ class WebGpuBackend final : public Backend {
     const View vc = view(cache), vx = view(x);
     struct {
       uint32_t n, rows, d, capacity, pos, off_cache, off_x, pad;
-    } p{u32(x.numel()), u32(x.dim(1)), u32(x.dim(2)), u32(cache.dim(1)), u32(pos), vc.offset,
-        vx.offset, 0};
+    } p{u32(x.numel()), u32(x.dim(1)), u32(x.dim(2)), u32(cache.dim(1)),
+        u32(pos),       vc.offset,     vx.offset,     0};
     run("kv_append", "rw", {vx.binding, vc.binding}, p, grid(x.numel(), 256));
   }
 
   void argmax(const Tensor& out_ids, const Tensor& x) override {
     const int64_t n = x.dim(1);
     const View vo = view(out_ids);
-    row_chunks(x.dim(0), n, {&x}, [&, r0 = int64_t{0}](const std::vector<View>& v,
-                                                        int64_t rows) mutable {
-      struct {
-        uint32_t rows, n, off_out, off_x;
-      } p{u32(rows), u32(n), u32(vo.offset + r0), v[0].offset};
-      run("argmax", "rw", {v[0].binding, vo.binding}, p, grid(rows, 1));
-      r0 += rows;
-    });
+    row_chunks(x.dim(0), n, {&x},
+               [&, r0 = int64_t{0}](const std::vector<View>& v, int64_t rows) mutable {
+                 struct {
+                   uint32_t rows, n, off_out, off_x;
+                 } p{u32(rows), u32(n), u32(vo.offset + r0), v[0].offset};
+                 run("argmax", "rw", {v[0].binding, vo.binding}, p, grid(rows, 1));
+                 r0 += rows;
+               });
   }
 
   void topn(const Tensor& out_ids, const Tensor& out_values, const Tensor& x) override {
     const int64_t n = x.dim(1), k = out_ids.dim(1);
     const View vi = view(out_ids), vv = view(out_values);
-    row_chunks(x.dim(0), n, {&x}, [&, r0 = int64_t{0}](const std::vector<View>& v,
-                                                        int64_t rows) mutable {
-      struct {
-        uint32_t rows, n, k, off_ids, off_values, off_x, pad0, pad1;
-      } p{u32(rows), u32(n), u32(k), u32(vi.offset + r0 * k), u32(vv.offset + r0 * k),
-          v[0].offset, 0, 0};
-      run("topn", "rww", {v[0].binding, vi.binding, vv.binding}, p, grid(rows, 1));
-      r0 += rows;
-    });
+    row_chunks(x.dim(0), n, {&x},
+               [&, r0 = int64_t{0}](const std::vector<View>& v, int64_t rows) mutable {
+                 struct {
+                   uint32_t rows, n, k, off_ids, off_values, off_x, pad0, pad1;
+                 } p{u32(rows),   u32(n), u32(k), u32(vi.offset + r0 * k), u32(vv.offset + r0 * k),
+                     v[0].offset, 0,      0};
+                 run("topn", "rww", {v[0].binding, vi.binding, vv.binding}, p, grid(rows, 1));
+                 r0 += rows;
+               });
   }
 
   void matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor* bias,
@@ -304,13 +318,18 @@ class WebGpuBackend final : public Backend {
     const int64_t base_a = g.a->offset() + q.b0 * g.sa;
     const int64_t base_b = g.b->offset() + q.b0 * g.sb;
     const int64_t base_o = g.out->offset() + q.b0 * g.so;
-    const int64_t last_a = (q.nb - 1) * g.sa, last_b = (q.nb - 1) * g.sb, last_o = (q.nb - 1) * g.so;
+    const int64_t last_a = (q.nb - 1) * g.sa, last_b = (q.nb - 1) * g.sb,
+                  last_o = (q.nb - 1) * g.so;
     const auto [a0, a1] = g.trans_a
-        ? std::pair{base_a + q.k0 * g.lda + q.m0, base_a + last_a + (q.k0 + ka - 1) * g.lda + q.m0 + q.m}
-        : std::pair{base_a + q.m0 * g.lda + q.k0, base_a + last_a + (q.m0 + q.m - 1) * g.lda + q.k0 + ka};
+                              ? std::pair{base_a + q.k0 * g.lda + q.m0,
+                                          base_a + last_a + (q.k0 + ka - 1) * g.lda + q.m0 + q.m}
+                              : std::pair{base_a + q.m0 * g.lda + q.k0,
+                                          base_a + last_a + (q.m0 + q.m - 1) * g.lda + q.k0 + ka};
     const auto [b0, b1] = g.trans_b
-        ? std::pair{base_b + q.n0 * g.ldb + q.k0, base_b + last_b + (q.n0 + q.n - 1) * g.ldb + q.k0 + ka}
-        : std::pair{base_b + q.k0 * g.ldb + q.n0, base_b + last_b + (q.k0 + ka - 1) * g.ldb + q.n0 + q.n};
+                              ? std::pair{base_b + q.n0 * g.ldb + q.k0,
+                                          base_b + last_b + (q.n0 + q.n - 1) * g.ldb + q.k0 + ka}
+                              : std::pair{base_b + q.k0 * g.ldb + q.n0,
+                                          base_b + last_b + (q.k0 + ka - 1) * g.ldb + q.n0 + q.n};
     const int64_t o0 = base_o + q.m0 * g.ldo + q.n0;
     const int64_t o1 = base_o + last_o + (q.m0 + q.m - 1) * g.ldo + q.n0 + q.n;
     const bool fit_a = fits(a0, a1), fit_b = fits(b0, b1), fit_o = fits(o0, o1);
@@ -344,44 +363,83 @@ class WebGpuBackend final : public Backend {
     const View va = window(g.a->buffer(), a0, a1), vb = window(g.b->buffer(), b0, b1);
     const View vo = window(g.out->buffer(), o0, o1);
     View vbias{{dummy_.get(), 0, 256}, 0};
-    if (g.bias) vbias = window(g.bias->buffer(), g.bias->offset() + q.n0, g.bias->offset() + q.n0 + q.n);
+    if (g.bias)
+      vbias = window(g.bias->buffer(), g.bias->offset() + q.n0, g.bias->offset() + q.n0 + q.n);
     struct {
       uint32_t m, n, k, flags, lda, ldb, ldo;
       float alpha;
       uint32_t off_a, off_b, off_out, off_bias, stride_a, stride_b, stride_out, pad;
-    } p{u32(q.m), u32(q.n), u32(q.k),
+    } p{u32(q.m),
+        u32(q.n),
+        u32(q.k),
         (g.trans_a ? 1u : 0u) | (g.trans_b ? 2u : 0u) | (g.bias ? 4u : 0u) |
             (q.accumulate ? 8u : 0u),
         u32(g.lda),
-        u32(g.ldb), u32(g.ldo), g.alpha, va.offset, vb.offset, vo.offset, vbias.offset,
-        u32(g.sa), u32(g.sb), u32(g.so), 0};
+        u32(g.ldb),
+        u32(g.ldo),
+        g.alpha,
+        va.offset,
+        vb.offset,
+        vo.offset,
+        vbias.offset,
+        u32(g.sa),
+        u32(g.sb),
+        u32(g.so),
+        0};
     const std::vector<gpu::Binding> bindings{va.binding, vb.binding, vbias.binding, vo.binding};
     const auto z = u32(q.nb);
     if (q.m == 1) {
-      if (g.trans_b) {
+      if (g.trans_b && q.k <= 128) {
+        auto groups = grid(q.n, 64);
+        groups[2] = z;
+        run_kernel(matvec_kernel("rows_short"), bindings, p, groups);
+      } else if (g.trans_b) {
         run_kernel(matvec_kernel("rows"), bindings, p, {u32((q.n + 7) / 8), 1, z});
       } else {
         run_kernel(matvec_kernel("columns"), bindings, p, {u32((q.n + 15) / 16), 1, z});
       }
       return;
     }
-    // Big tiles where the grid still fills the GPU; smaller ones for thin products.
-    const bool big = q.m >= 128 && q.n >= 128 && q.m * q.n >= 512 * 512;
-    const int tile = big ? 128 : 64;
-    run_kernel(matmul_kernel(big), bindings, p,
-               {u32((q.n + tile - 1) / tile), u32((q.m + tile - 1) / tile), z});
+    // Big tiles where the grid still fills the GPU; short ones when out has few rows (a tile
+    // row past m is wasted work).
+    const Tile& t = q.m <= 16                                              ? kThin
+                    : (q.m >= 128 && q.n >= 128 && q.m * q.n >= 512 * 512) ? kBig
+                                                                           : kMid;
+    run_kernel(matmul_kernel(t), bindings, p,
+               {u32((q.n + t.bn - 1) / t.bn), u32((q.m + t.bm - 1) / t.bm), z});
   }
 
-  const gpu::Kernel& matmul_kernel(bool big) {
-    const char* name = big ? "matmul_128x128" : "matmul_64x64";
-    const char* consts = big ? "const BM = 128u;\nconst BN = 128u;\nconst BK = 8u;\nconst TM = 8u;\nconst TN = 8u;\n"
-                             : "const BM = 64u;\nconst BN = 64u;\nconst BK = 8u;\nconst TM = 4u;\nconst TN = 4u;\n";
-    return ctx_->kernel({name, consts + std::string(gpu::wgsl_source("matmul")), "main", "rrrw"});
+  struct Tile {
+    const char* name;
+    int bm, bn, tm, tn;
+  };
+  static constexpr Tile kBig{"matmul_128x128", 128, 128, 8, 8};
+  static constexpr Tile kMid{"matmul_64x64", 64, 64, 4, 4};
+  static constexpr Tile kThin{"matmul_16x64", 16, 64, 4, 4};
+
+  /// The kernel called `name`, built from make() on first use (sources are copied only then).
+  template <typename Make>
+  const gpu::Kernel& kernel(const std::string& name, Make make) {
+    auto it = kernels_.find(name);
+    if (it == kernels_.end()) it = kernels_.emplace(name, &ctx_->kernel(make())).first;
+    return *it->second;
+  }
+
+  const gpu::Kernel& matmul_kernel(const Tile& t) {
+    return kernel(t.name, [&] {
+      const std::string consts = fmt::format(
+          "const BM = {}u;\nconst BN = {}u;\nconst BK = 8u;\nconst TM = {}u;\nconst TN = {}u;\n",
+          t.bm, t.bn, t.tm, t.tn);
+      return gpu::KernelSpec{t.name, consts + std::string(gpu::wgsl_source("matmul")), "main",
+                             "rrrw"};
+    });
   }
 
   const gpu::Kernel& matvec_kernel(const char* entry) {
-    return ctx_->kernel({std::string("matvec_") + entry, std::string(gpu::wgsl_source("matvec")),
-                         entry, "rrrw"});
+    const std::string name = std::string("matvec_") + entry;
+    return kernel(name, [&] {
+      return gpu::KernelSpec{name, std::string(gpu::wgsl_source("matvec")), entry, "rrrw"};
+    });
   }
 
   bool fits(int64_t first, int64_t last) const {
@@ -408,7 +466,8 @@ class WebGpuBackend final : public Backend {
 
   /// How many rows of `c` floats one binding holds (less one alignment step of slack).
   int64_t rows_per_binding(int64_t c, const char* what) const {
-    const uint64_t usable = ctx_->limits().max_storage_binding - ctx_->limits().min_storage_offset_alignment;
+    const uint64_t usable =
+        ctx_->limits().max_storage_binding - ctx_->limits().min_storage_offset_alignment;
     const int64_t per = static_cast<int64_t>(usable / (std::max<int64_t>(c, 1) * 4));
     FORGE_CHECK(per > 0, "WebGPU: {} ({} floats) exceeds the storage binding limit", what, c);
     return per;
@@ -422,7 +481,8 @@ class WebGpuBackend final : public Backend {
       const int64_t n = std::min(per, numel - i);
       if (n <= 0) return;
       std::vector<View> v;
-      for (const Tensor* t : tensors) v.push_back(window(t->buffer(), t->offset() + i, t->offset() + i + n));
+      for (const Tensor* t : tensors)
+        v.push_back(window(t->buffer(), t->offset() + i, t->offset() + i + n));
       body(v, n);
     }
   }
@@ -457,14 +517,15 @@ class WebGpuBackend final : public Backend {
   template <typename Params>
   void run(const char* name, const char* storage, const std::vector<gpu::Binding>& bindings,
            const Params& p, std::array<uint32_t, 3> groups) {
-    const gpu::Kernel& k =
-        ctx_->kernel({name, std::string(gpu::wgsl_source(name)), "main", storage});
+    const gpu::Kernel& k = kernel(name, [&] {
+      return gpu::KernelSpec{name, std::string(gpu::wgsl_source(name)), "main", storage};
+    });
     run_kernel(k, bindings, p, groups);
   }
 
   template <typename Params>
-  void run_kernel(const gpu::Kernel& k, const std::vector<gpu::Binding>& bindings,
-                  const Params& p, std::array<uint32_t, 3> groups) {
+  void run_kernel(const gpu::Kernel& k, const std::vector<gpu::Binding>& bindings, const Params& p,
+                  std::array<uint32_t, 3> groups) {
     static_assert(sizeof(Params) % 16 == 0, "uniform structs are padded to 16 bytes");
     gpu::Dispatch d;
     d.kernel = &k;
@@ -476,6 +537,7 @@ class WebGpuBackend final : public Backend {
   }
 
   std::unique_ptr<gpu::Context> ctx_;
+  std::unordered_map<std::string, const gpu::Kernel*> kernels_;
   std::shared_ptr<gpu::Buffer> dummy_, status_;
   bool embedding_pending_ = false;
   int64_t vocab_ = 0;
@@ -507,7 +569,9 @@ bool webgpu_available(std::string* why) {
   return ok;
 }
 
-std::vector<gpu::AdapterInfo> webgpu_adapters() { return gpu::list_adapters(); }
+std::vector<gpu::AdapterInfo> webgpu_adapters() {
+  return gpu::list_adapters();
+}
 
 const gpu::Context* webgpu_context(const Device& device) {
   const auto* b = dynamic_cast<const WebGpuBackend*>(&device.backend());

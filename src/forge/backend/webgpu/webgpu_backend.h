@@ -13,11 +13,14 @@ namespace forge {
 /// Adapter choice, binding-size cap and Dawn toggles; from_env() reads FORGE_ADAPTER,
 /// FORGE_WEBGPU_MAX_BINDING and FORGE_WEBGPU_TOGGLES.
 using WebGpuOptions = gpu::ContextOptions;
-inline WebGpuOptions webgpu_options_from_env() { return gpu::options_from_env(); }
+inline WebGpuOptions webgpu_options_from_env() {
+  return gpu::options_from_env();
+}
 
 /// A WebGPU backend on the chosen adapter. Throws forge::Error saying what is missing (the Dawn
 /// library, a Vulkan loader or driver, a real adapter).
-std::shared_ptr<Backend> make_webgpu_backend(const WebGpuOptions& options = webgpu_options_from_env());
+std::shared_ptr<Backend> make_webgpu_backend(
+    const WebGpuOptions& options = webgpu_options_from_env());
 
 /// A device on make_webgpu_backend(options).
 Device make_webgpu_device(const WebGpuOptions& options = webgpu_options_from_env());

@@ -67,3 +67,17 @@ fn rows(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
   }
   if (lid.x == 0u && j < p.n) { finish(j, partial[slot], wid.z); }
 }
+
+// b [n, k] with a short k (≤ 128): one thread per row, no reduction. Software rasterisers
+// (lavapipe) pay per invocation and per barrier, and a GPU loses nothing at this size.
+@compute @workgroup_size(64, 1, 1)
+fn rows_short(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
+              @builtin(num_workgroups) nwg: vec3u) {
+  let j = (wid.x + wid.y * nwg.x) * 64u + lid.x;
+  if (j >= p.n) { return; }
+  let base_a = p.off_a + wid.z * p.stride_a;
+  let row = p.off_b + wid.z * p.stride_b + j * p.ldb;
+  var sum = 0.0;
+  for (var i = 0u; i < p.k; i++) { sum = fma(a_at(base_a, i), b[row + i], sum); }
+  finish(j, sum, wid.z);
+}
