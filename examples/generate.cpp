@@ -2,6 +2,8 @@
 //   example_generate MODEL_DIR "prompt"
 #include <cstdio>
 
+#include "forge/core/error.h"
+
 #include "forge/models/gpt2/generate.h"
 
 int main(int argc, char** argv) {

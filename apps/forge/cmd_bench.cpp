@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "forge/backend/cpu/bandwidth.h"
 #include "forge/backend/cpu/thread_pool.h"
+#include "forge/core/backend.h"
 #include "forge/core/error.h"
 #include "forge/core/random.h"
 
@@ -21,6 +22,7 @@ struct BenchArgs {
   int64_t decode_tokens = 128;
   int repeats = 3;
   uint64_t seed = 1;
+  Gpt2Config shape;  // of the random model
 };
 
 double now_ms() {
@@ -33,10 +35,10 @@ void run_bench(const BenchArgs& args) {
   const Device device = open_device(args.common);
   const bool use_random =
       args.random_model || !std::filesystem::exists(args.model_dir + "/config.json");
-  const Gpt2 model = use_random ? Gpt2::init_random(Gpt2Config{}, args.seed, device)
+  const Gpt2 model = use_random ? Gpt2::init_random(args.shape, args.seed, device)
                                 : *load_model(args.model_dir, device, true).model;
   const Gpt2Config& c = model.config();
-  FORGE_CHECK(args.prompt_tokens >= 1 && args.decode_tokens >= 1 &&
+  FORGE_CHECK(args.prompt_tokens >= 1 && args.decode_tokens >= 0 &&
                   args.prompt_tokens + args.decode_tokens <= c.n_ctx,
               "prompt ({}) + decode ({}) tokens must fit the context of {}", args.prompt_tokens,
               args.decode_tokens, c.n_ctx);
@@ -45,27 +47,44 @@ void run_bench(const BenchArgs& args) {
     prompt[i] = static_cast<uint32_t>(hash64(args.seed, i) % static_cast<uint64_t>(c.vocab_size));
   }
 
+  // Each step is one dispatch scope, as in forge::generate: one submit per token on a GPU.
+  const auto next = [&](const Tensor& hidden) {
+    return ops::argmax(model.logits_from_hidden(hidden.rows(hidden.dim(0) - 1, hidden.dim(0))))
+        .to_ids()[0];
+  };
   double prefill_ms = 1e30, decode_ms = 1e30;
+  Counters decode_counters;
   for (int r = 0; r < std::max(1, args.repeats); ++r) {
     KvCache cache = model.new_cache();
     double t0 = now_ms();
-    Tensor h = model.prefill(cache, prompt);
-    uint32_t id = ops::argmax(model.logits_from_hidden(h.rows(h.dim(0) - 1, h.dim(0)))).to_ids()[0];
+    uint32_t id = 0;
+    {
+      DispatchScope scope(device);
+      id = next(model.prefill(cache, prompt));
+    }
     prefill_ms = std::min(prefill_ms, now_ms() - t0);
+    const Counters before = device.backend().counters();
     t0 = now_ms();
     for (int64_t i = 0; i < args.decode_tokens; ++i) {
-      id = ops::argmax(model.logits_from_hidden(model.hidden_step(cache, id))).to_ids()[0];
+      DispatchScope scope(device);
+      id = next(model.hidden_step(cache, id));
     }
     decode_ms = std::min(decode_ms, now_ms() - t0);
+    const Counters after = device.backend().counters();
+    decode_counters = {after.dispatches - before.dispatches, after.submits - before.submits,
+                       after.buffers_created - before.buffers_created,
+                       after.bytes_allocated - before.bytes_allocated,
+                       after.readbacks - before.readbacks};
   }
-  const double decode_per_token = decode_ms / static_cast<double>(args.decode_tokens);
+  const double decode_tokens = static_cast<double>(std::max<int64_t>(1, args.decode_tokens));
+  const double decode_per_token = decode_ms / decode_tokens;
 
   // Decode reads every weight once per token (wte twice is avoided: the gather reads one row).
   const double weight_bytes =
       4.0 * static_cast<double>(model.num_parameters() - c.n_ctx * c.n_embd);
   nlohmann::json out = {
       {"backend", device.name()},
-      {"model", use_random ? "random gpt2-124M shape" : args.model_dir},
+      {"model", use_random ? "random" : args.model_dir},
       {"parameters", model.num_parameters()},
       {"prompt_tokens", args.prompt_tokens},
       {"decode_tokens", args.decode_tokens},
@@ -74,7 +93,18 @@ void run_bench(const BenchArgs& args) {
       {"prefill_tokens_per_s", 1000.0 * args.prompt_tokens / prefill_ms},
       {"decode_ms_per_token", decode_per_token},
       {"decode_tokens_per_s", 1000.0 / decode_per_token},
-      {"weight_bytes_per_token", weight_bytes}};
+      {"weight_bytes_per_token", weight_bytes},
+      {"n_layer", c.n_layer},
+      {"n_head", c.n_head},
+      {"n_embd", c.n_embd},
+      {"vocab_size", c.vocab_size}};
+  nlohmann::json per_token = nlohmann::json::object();
+  per_token["dispatches"] = static_cast<double>(decode_counters.dispatches) / decode_tokens;
+  per_token["submits"] = static_cast<double>(decode_counters.submits) / decode_tokens;
+  per_token["buffers_created"] =
+      static_cast<double>(decode_counters.buffers_created) / decode_tokens;
+  per_token["readbacks"] = static_cast<double>(decode_counters.readbacks) / decode_tokens;
+  out["decode_counters_per_token"] = per_token;
   if (device.is_cpu()) {
     cpu::ThreadPool pool(args.common.threads);
     const double gbs = cpu::measure_copy_bandwidth_gbs(pool, size_t{512} << 20);
@@ -98,6 +128,11 @@ void run_bench(const BenchArgs& args) {
   std::printf("decode    %lld tokens: %.3f ms/token (%.1f tokens/s)\n",
               static_cast<long long>(args.decode_tokens), decode_per_token,
               1000.0 / decode_per_token);
+  std::printf(
+      "counters  per decode token: %.1f dispatches, %.2f submits, %.2f new buffers, "
+      "%.2f readbacks\n",
+      per_token["dispatches"].get<double>(), per_token["submits"].get<double>(),
+      per_token["buffers_created"].get<double>(), per_token["readbacks"].get<double>());
   if (out.contains("decode_bound_ms_per_token")) {
     std::printf(
         "bound     %.1f MB of weights per token at %.1f GB/s copy bandwidth = %.3f ms/token; "
@@ -120,6 +155,12 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--decode-tokens", args->decode_tokens, "tokens to decode")
       ->capture_default_str();
   cmd->add_option("--repeats", args->repeats, "runs; the best is reported")->capture_default_str();
+  cmd->add_option("--n-layer", args->shape.n_layer, "random model: layers")->capture_default_str();
+  cmd->add_option("--n-head", args->shape.n_head, "random model: heads")->capture_default_str();
+  cmd->add_option("--n-embd", args->shape.n_embd, "random model: width")->capture_default_str();
+  cmd->add_option("--n-ctx", args->shape.n_ctx, "random model: context")->capture_default_str();
+  cmd->add_option("--vocab-size", args->shape.vocab_size, "random model: vocabulary")
+      ->capture_default_str();
   cmd->add_option("--seed", args->seed, "seed of the random model and prompt")
       ->capture_default_str();
   cmd->callback([args] { run_bench(*args); });
