@@ -2,8 +2,11 @@
 // GPU timing: R dispatches recorded into one submit, wall time to a readback after them, less
 // nothing (the readback is 4 bytes). Each shape is spot-checked against a double-precision dot.
 //
-//   bench_webgpu_matmul [MxKxN[t] ...]   (t: b is [N, K], the tied LM head's layout)
+//   bench_webgpu_matmul [--tiles=auto,128x128x8/8x8,...] [MxKxN[t] ...]
+// (t: b is [N, K], the tied LM head's layout; --tiles repeats the run per forced matmul tile,
+// BMxBNxBK/TMxTN, "auto" = the backend's own choice per shape.)
 // Environment: FORGE_ADAPTER, FORGE_WEBGPU_TOGGLES (e.g. disable_robustness), FORGE_BENCH_SECONDS.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -47,7 +50,7 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-void bench(const Device& dev, const Shape3& s, double budget) {
+void bench(const Device& dev, const std::string& tile, const Shape3& s, double budget) {
   const auto ha = random(s.m * s.k, 1), hb = random(s.k * s.n, 2);
   const Tensor a = Tensor::from_floats(ha, {s.m, s.k}, dev);
   const Tensor b = Tensor::from_floats(hb, s.trans_b ? Shape{s.n, s.k} : Shape{s.k, s.n}, dev);
@@ -84,9 +87,9 @@ void bench(const Device& dev, const Shape3& s, double budget) {
   }
   const double gflops = 2.0 * s.m * s.n * s.k / t / 1e9;
   std::printf(
-      "%6ldx%-5ldx%6ld%s  %9.3f ms  %9.1f GFLOP/s  reps %3d  submits/run %lu  dispatches/rep %.1f  "
-      "max|err| %.2e\n",
-      s.m, s.k, s.n, s.trans_b ? "t" : " ", t * 1e3, gflops, reps,
+      "%-14s %6ldx%-5ldx%6ld%s  %9.3f ms  %9.1f GFLOP/s  reps %3d  submits/run %lu  "
+      "dispatches/rep %.1f  max|err| %.2e\n",
+      tile.c_str(), s.m, s.k, s.n, s.trans_b ? "t" : " ", t * 1e3, gflops, reps,
       static_cast<unsigned long>(c1.submits - c0.submits),
       static_cast<double>(c1.dispatches - c0.dispatches) / reps, worst);
   std::fflush(stdout);
@@ -97,7 +100,20 @@ void bench(const Device& dev, const Shape3& s, double budget) {
 int main(int argc, char** argv) {
   try {
     std::vector<Shape3> shapes;
-    for (int i = 1; i < argc; ++i) shapes.push_back(parse(argv[i]));
+    std::vector<std::string> tiles = {"auto"};
+    for (int i = 1; i < argc; ++i) {
+      const std::string arg = argv[i];
+      if (arg.rfind("--tiles=", 0) == 0) {
+        tiles.clear();
+        for (std::size_t at = 8; at <= arg.size();) {
+          const std::size_t comma = std::min(arg.find(',', at), arg.size());
+          if (comma > at) tiles.push_back(arg.substr(at, comma - at));
+          at = comma + 1;
+        }
+      } else {
+        shapes.push_back(parse(arg));
+      }
+    }
     if (shapes.empty()) {
       shapes = {{4096, 4096, 4096, false},
                 {8192, 768, 2304, false},
@@ -107,14 +123,22 @@ int main(int argc, char** argv) {
     }
     const char* env = std::getenv("FORGE_BENCH_SECONDS");
     const double budget = env ? std::atof(env) : 1.0;
-    const Device dev = make_webgpu_device();
-    const gpu::Context& ctx = *webgpu_context(dev);
-    std::printf("adapter: %s (%s, %s), max binding %lu B, workgroup storage %u B, subgroups %s\n",
-                ctx.adapter().name.c_str(), ctx.adapter().backend.c_str(),
-                ctx.adapter().type.c_str(),
-                static_cast<unsigned long>(ctx.limits().max_storage_binding),
-                ctx.limits().max_workgroup_storage, ctx.has_subgroups() ? "yes" : "no");
-    for (const auto& s : shapes) bench(dev, s, budget);
+    bool first = true;
+    for (const std::string& tile : tiles) {
+      WebGpuOptions options = webgpu_options_from_env();
+      if (tile != "auto") options.matmul_tile = tile;
+      const Device dev = make_webgpu_device(options);
+      const gpu::Context& ctx = *webgpu_context(dev);
+      if (first) {
+        std::printf(
+            "adapter: %s (%s, %s), max binding %lu B, workgroup storage %u B, subgroups %s\n",
+            ctx.adapter().name.c_str(), ctx.adapter().backend.c_str(), ctx.adapter().type.c_str(),
+            static_cast<unsigned long>(ctx.limits().max_storage_binding),
+            ctx.limits().max_workgroup_storage, ctx.has_subgroups() ? "yes" : "no");
+        first = false;
+      }
+      for (const auto& s : shapes) bench(dev, tile, s, budget);
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_webgpu_matmul: %s\n", e.what());
     return 1;

@@ -45,6 +45,22 @@ TEST(WebGpuOps, MatmulMatchesCpuOverTailsTransposesBatchesBiasAndAlpha) {
   }
 }
 
+TEST(WebGpuOps, ForcedMatmulTileMatchesCpuAndABadTileIsAnError) {
+  FORGE_REQUIRE_WEBGPU();
+  WebGpuOptions o;
+  o.matmul_tile = "32x128x16/4x8";  // what the H200 tuning runs try
+  const Device dev = make_webgpu_device(o);
+  for (int variant = 0; variant < 4; ++variant) {
+    const MatmulParams p{(variant & 1) != 0, (variant & 2) != 0, 1.0f};
+    const auto a = random_pair(p.trans_a ? Shape{70, 45} : Shape{45, 70}, 140 + variant, dev);
+    const auto b = random_pair(p.trans_b ? Shape{150, 70} : Shape{70, 150}, 150 + variant, dev);
+    EXPECT_LE(max_abs_diff(ops::matmul(a.cpu, b.cpu, p), ops::matmul(a.gpu, b.gpu, p)), kParity)
+        << variant;
+  }
+  o.matmul_tile = "64x64x8/3x4";
+  EXPECT_THROW(make_webgpu_device(o), Error);
+}
+
 TEST(WebGpuOps, MatmulMatchesCpuOnStridedOperandsAndColumnChunkOutput) {
   FORGE_REQUIRE_WEBGPU();
   // a: a column window of a wider matrix; b: rows 3.. of a taller one; out: columns [7, 7+n)

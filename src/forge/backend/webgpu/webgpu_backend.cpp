@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include "forge/core/error.h"
@@ -53,7 +56,10 @@ std::pair<int64_t, int64_t> extent(const Tensor& t) {
 
 class WebGpuBackend final : public Backend {
  public:
-  explicit WebGpuBackend(const WebGpuOptions& options) : ctx_(gpu::create_context(options)) {
+  explicit WebGpuBackend(const WebGpuOptions& options)
+      : ctx_(gpu::create_context(options)),
+        forced_(options.matmul_tile.empty() ? std::optional<Tile>()
+                                            : parse_tile(options.matmul_tile)) {
     dummy_ = ctx_->buffer(256);
     status_ = ctx_->buffer(256);
     const uint32_t zero[4] = {};
@@ -402,7 +408,8 @@ class WebGpuBackend final : public Backend {
     }
     // Big tiles where the grid still fills the GPU; short ones when out has few rows (a tile
     // row past m is wasted work).
-    const Tile& t = q.m <= 16                                              ? kThin
+    const Tile& t = forced_                                                ? *forced_
+                    : q.m <= 16                                            ? kThin
                     : (q.m >= 128 && q.n >= 128 && q.m * q.n >= 512 * 512) ? kBig
                                                                            : kMid;
     run_kernel(matmul_kernel(t), bindings, p,
@@ -410,12 +417,37 @@ class WebGpuBackend final : public Backend {
   }
 
   struct Tile {
-    const char* name;
-    int bm, bn, tm, tn;
+    std::string name;
+    int bm, bn, bk, tm, tn;
   };
-  static constexpr Tile kBig{"matmul_128x128", 128, 128, 8, 8};
-  static constexpr Tile kMid{"matmul_64x64", 64, 64, 4, 4};
-  static constexpr Tile kThin{"matmul_16x64", 16, 64, 4, 4};
+  inline static const Tile kBig{"matmul_128x128x8_8x8", 128, 128, 8, 8, 8};
+  inline static const Tile kMid{"matmul_64x64x8_4x4", 64, 64, 8, 4, 4};
+  inline static const Tile kThin{"matmul_16x64x8_4x4", 16, 64, 8, 4, 4};
+
+  /// "BMxBNxBK/TMxTN", checked against matmul.wgsl's assumptions and the device's limits.
+  Tile parse_tile(const std::string& spec) const {
+    Tile t;
+    char tail = 0;
+    FORGE_CHECK(std::sscanf(spec.c_str(), "%dx%dx%d/%dx%d%c", &t.bm, &t.bn, &t.bk, &t.tm, &t.tn,
+                            &tail) == 5,
+                "WebGPU matmul tile '{}': want BMxBNxBK/TMxTN, e.g. 128x128x8/8x8", spec);
+    const bool shape_ok = t.bm > 0 && t.bn > 0 && t.bk > 0 && t.tm > 0 && t.tn > 0 &&
+                          t.tm % 4 == 0 && t.tn % 4 == 0 && t.bm % t.tm == 0 && t.bn % t.tn == 0;
+    FORGE_CHECK(shape_ok, "WebGPU matmul tile '{}': TM, TN must be multiples of 4 dividing BM, BN",
+                spec);
+    const gpu::Limits& l = ctx_->limits();
+    const uint32_t wx = t.bn / t.tn, wy = t.bm / t.tm;
+    const uint64_t storage = 16ull * t.bk * (t.bm / 4 + 1 + t.bn / 4 + 1);
+    FORGE_CHECK(wx * wy <= l.max_invocations && wx <= l.max_workgroup_size[0] &&
+                    wy <= l.max_workgroup_size[1] && storage <= l.max_workgroup_storage,
+                "WebGPU matmul tile '{}' needs {} threads and {} B of workgroup memory; {} allows "
+                "{} and {} B",
+                spec, wx * wy, storage, ctx_->adapter().name, l.max_invocations,
+                l.max_workgroup_storage);
+    t.name = "matmul_" + spec;
+    std::replace(t.name.begin(), t.name.end(), '/', '_');
+    return t;
+  }
 
   /// The kernel called `name`, built from make() on first use (sources are copied only then).
   template <typename Make>
@@ -428,8 +460,8 @@ class WebGpuBackend final : public Backend {
   const gpu::Kernel& matmul_kernel(const Tile& t) {
     return kernel(t.name, [&] {
       const std::string consts = fmt::format(
-          "const BM = {}u;\nconst BN = {}u;\nconst BK = 8u;\nconst TM = {}u;\nconst TN = {}u;\n",
-          t.bm, t.bn, t.tm, t.tn);
+          "const BM = {}u;\nconst BN = {}u;\nconst BK = {}u;\nconst TM = {}u;\nconst TN = {}u;\n",
+          t.bm, t.bn, t.bk, t.tm, t.tn);
       return gpu::KernelSpec{t.name, consts + std::string(gpu::wgsl_source("matmul")), "main",
                              "rrrw"};
     });
@@ -537,6 +569,7 @@ class WebGpuBackend final : public Backend {
   }
 
   std::unique_ptr<gpu::Context> ctx_;
+  std::optional<Tile> forced_;
   std::unordered_map<std::string, const gpu::Kernel*> kernels_;
   std::shared_ptr<gpu::Buffer> dummy_, status_;
   bool embedding_pending_ = false;
@@ -567,6 +600,13 @@ bool webgpu_available(std::string* why) {
   });
   if (!ok && why) *why = reason;
   return ok;
+}
+
+WebGpuOptions webgpu_options_from_env() {
+  WebGpuOptions o;
+  static_cast<gpu::ContextOptions&>(o) = gpu::options_from_env();
+  if (const char* t = std::getenv("FORGE_WEBGPU_MATMUL_TILE")) o.matmul_tile = t;
+  return o;
 }
 
 std::vector<gpu::AdapterInfo> webgpu_adapters() {

@@ -10,12 +10,14 @@
 
 namespace forge {
 
-/// Adapter choice, binding-size cap and Dawn toggles; from_env() reads FORGE_ADAPTER,
-/// FORGE_WEBGPU_MAX_BINDING and FORGE_WEBGPU_TOGGLES.
-using WebGpuOptions = gpu::ContextOptions;
-inline WebGpuOptions webgpu_options_from_env() {
-  return gpu::options_from_env();
-}
+/// Adapter choice, binding-size cap and Dawn toggles (gpu::ContextOptions), plus a forced matmul
+/// tile for tuning: "BMxBNxBK/TMxTN", e.g. "128x128x8/8x8" ("" = chosen per shape).
+/// webgpu_options_from_env() reads FORGE_ADAPTER, FORGE_WEBGPU_MAX_BINDING,
+/// FORGE_WEBGPU_TOGGLES and FORGE_WEBGPU_MATMUL_TILE.
+struct WebGpuOptions : gpu::ContextOptions {
+  std::string matmul_tile;
+};
+WebGpuOptions webgpu_options_from_env();
 
 /// A WebGPU backend on the chosen adapter. Throws forge::Error saying what is missing (the Dawn
 /// library, a Vulkan loader or driver, a real adapter).
