@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Packs what a GPU machine without Debian's libraries needs to run Forge's binaries into
+# .device/bundle.tar.xz (git-ignored): the CLI and benchmarks, Dawn, the Vulkan loader, and the
+# shared libraries the binaries link. Run after scripts/build.sh; carry `.device` to the machine
+# and run tools/device/h200.sh there.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build="${FORGE_BUILD_DIR:-$root/build}"
+stage=$(mktemp -d)
+mkdir -p "$stage/bin"
+for exe in forge bench/bench_webgpu_matmul; do
+  [ -x "$build/$exe" ] && cp "$build/$exe" "$stage/bin/"
+done
+cp "$root/third_party/npm/node_modules/bun-webgpu-linux-x64/libwebgpu_wrapper.so" "$stage/bin/"
+cp "$root/third_party/vulkan/lib/libvulkan.so.1" "$stage/bin/"
+for lib in $(ldd "$stage/bin/forge" | awk '/libfmt|libutf8proc/ {print $3}'); do
+  cp -L "$lib" "$stage/bin/"
+done
+mkdir -p "$root/.device"
+tar -C "$stage" -cJf "$root/.device/bundle.tar.xz" bin
+rm -rf "$stage"
+du -h "$root/.device/bundle.tar.xz"
