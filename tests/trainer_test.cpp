@@ -183,6 +183,23 @@ TEST(Trainer, ConfigRoundTripsThroughJsonAndRejectsUnknownKeys) {
       "n_embd 30 does not divide into 4 heads");
 }
 
+TEST(Trainer, RejectsACorpusTooSmallAndAResumeWithoutACheckpoint) {
+  const std::string out = temp_dir("hostile");
+  test::expect_error(
+      [&] {
+        train::Trainer(tiny_config(), 10, std::vector<uint32_t>(30, 1), out, Device::cpu());
+      },
+      "the corpus (30 tokens) is too small for windows of 17 tokens");
+  test::expect_error(
+      [&] {
+        train::Trainer(tiny_config(), 10, std::vector<uint32_t>(400, 10), out, Device::cpu());
+      },
+      "token id 10 at position 0 is outside the vocabulary (size 10)");
+  test::expect_error([&] { train::Trainer::resume({}, out, Device::cpu()); },
+                     "has no checkpoint to resume from");
+  fs::remove_all(out);
+}
+
 TEST(Trainer, LossPlotIsAValidPng) {
   const std::string dir = temp_dir("png");
   fs::create_directories(dir);
