@@ -15,10 +15,12 @@
 #include <string>
 #include <vector>
 
+#include "forge/backend/cpu/bandwidth.h"
 #include "forge/backend/cpu/isa.h"
 #include "forge/backend/cpu/kernels.h"
 #include "forge/backend/cpu/reference.h"
 #include "forge/backend/cpu/thread_pool.h"
+#include "forge/core/error.h"
 
 namespace forge::cpu {
 namespace {
@@ -400,6 +402,17 @@ TEST(CpuKernels, ThreadPoolRunsNestedLoopsInlineAndRethrowsChunkErrors) {
     for (int64_t i = begin; i < end; ++i) total += i;
   });
   EXPECT_EQ(total, 3);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Copy bandwidth
+
+TEST(CpuKernels, CopyBandwidthIsAPlausibleRateAndRejectsBuffersBelowAPage) {
+  ThreadPool pool(2);
+  const double gbs = measure_copy_bandwidth_gbs(pool, std::size_t{8} << 20);
+  EXPECT_GT(gbs, 0.1);
+  EXPECT_LT(gbs, 100000.0);
+  EXPECT_THROW(measure_copy_bandwidth_gbs(pool, 100), Error);
 }
 
 }  // namespace

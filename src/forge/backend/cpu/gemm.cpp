@@ -3,12 +3,13 @@
 //
 // m > 1 follows the BLIS loop nest:
 //   for each column block jc (≤ kMaxNC) of op(b):
-//     for each depth block pc (≤ kMaxKC): pack op(b)[pc.., jc..] into NR-wide panels   (L2/L3)
+//     for each depth block pc (≤ kMaxKC): pack op(b)[pc.., jc..] into NR-wide panels   (L2)
 //       for each row block ic (≤ kMaxMC): pack op(a)[ic.., pc..] into MR-tall panels   (L2)
 //         for each NR panel, for each MR panel: the MR×NR micro-kernel over kc       (B in L1)
 // Packing absorbs transposes, leading dimensions and ragged edges (zero padding), so the
-// micro-kernel sees a single layout. Threads take disjoint output tiles and run the nest
-// independently with their own packing buffers: no barrier inside a GEMM.
+// micro-kernel sees a single layout; the next block of b is prefetched while this one is
+// multiplied. Threads take disjoint output tiles and run the nest independently with their
+// own packing buffers: no barrier inside a GEMM.
 //
 // m = 1 (decode) is a matrix-vector product bound by reading b once, so it skips packing and
 // streams b straight from memory, split over threads by output column.
@@ -420,8 +421,9 @@ void gemm_tile(const Gemm& g, int64_t bi, Range rows, Range cols, const Kernels&
     for (int64_t pc = 0; pc < g.k; pc += kc_max) {
       const int64_t kc = std::min(kc_max, g.k - pc);
       pack_b(s.b.get(), g, b, jc, nc, pc, kc, kern.transpose_b);
-      // While this block of b is multiplied, the next one is fetched a slice per panel, so
-      // reading the weights from memory overlaps the arithmetic instead of stalling pack_b.
+      // While this block of b is multiplied, the next one is prefetched a slice per
+      // micro-kernel call, so reading the weights from memory overlaps the arithmetic
+      // instead of stalling the next pack_b.
       const bool last_pc = pc + kc >= g.k;
       const int64_t next_jc = last_pc ? jc + nc : jc, next_pc = last_pc ? 0 : pc + kc;
       const SourceRows next =
