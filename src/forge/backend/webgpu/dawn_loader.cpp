@@ -46,10 +46,15 @@ struct Loaded {
 Loaded load() {
   Loaded out;
   out.procs.vulkan_loader = preload_vulkan();
+  // An explicit FORGE_DAWN_LIB is the only candidate: silently loading another build instead
+  // would hide a typo.
   std::vector<std::string> candidates;
-  if (const char* env = std::getenv("FORGE_DAWN_LIB")) candidates.emplace_back(env);
-  if (*FORGE_DAWN_DEFAULT_LIB) candidates.emplace_back(FORGE_DAWN_DEFAULT_LIB);
-  candidates.push_back(executable_dir() + "/libwebgpu_wrapper.so");
+  if (const char* env = std::getenv("FORGE_DAWN_LIB")) {
+    candidates.emplace_back(env);
+  } else {
+    if (*FORGE_DAWN_DEFAULT_LIB) candidates.emplace_back(FORGE_DAWN_DEFAULT_LIB);
+    candidates.push_back(executable_dir() + "/libwebgpu_wrapper.so");
+  }
   void* lib = nullptr;
   std::string tried;
   for (const auto& path : candidates) {

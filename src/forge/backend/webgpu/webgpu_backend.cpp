@@ -593,7 +593,11 @@ bool webgpu_available(std::string* why) {
   std::call_once(once, [] {
     try {
       for (const auto& a : gpu::list_adapters()) ok = ok || !a.is_null();
-      if (!ok) reason = "WebGPU found only Dawn's Null adapter (no working Vulkan driver)";
+      if (!ok) {
+        reason =
+            "WebGPU found only Dawn's Null adapter: no working Vulkan driver (on a machine "
+            "without a GPU, bash scripts/setup.d/lavapipe.sh installs Mesa 25's lavapipe)";
+      }
     } catch (const Error& e) {
       reason = e.what();
     }
