@@ -254,19 +254,19 @@ FORGE_AVX2 void micro_avx2(int64_t kc, const float* ap, const float* bp, const T
 }
 
 // ---------------------------------------------------------------------------------------------
-// Matrix-vector kernels (m = 1): out[j] = alpha · Σ_p x[p] · op(b)[p, j] + bias[j], j ∈ cols,
-// x contiguous [k].
+// Matrix-vector kernels (m = 1), x contiguous [k]. Bound by reading b, so each reads b in
+// address order, one row after another: a single long stream is what the hardware prefetcher
+// serves best (interleaving even four rows measured at half the bandwidth).
 
-using GemvKernel = void (*)(float* out, const float* x, const float* b, int64_t ldb, int64_t k,
-                            Range cols, float alpha, const float* bias);
+/// trans_b, b [n, k]: out[j] = x · b[j, :] for j ∈ cols (raw sums; the caller finishes them).
+using GemvT = void (*)(float* out, const float* x, const float* b, int64_t ldb, int64_t k,
+                       Range cols);
+/// Not transposed, b [k, n]: out[0:n] = Σ_{p ∈ rows} x[p] · b[p, 0:n] (raw sums).
+using GemvN = void (*)(float* out, const float* x, const float* b, int64_t ldb, int64_t n,
+                       Range rows);
 
-float finish(float acc, float alpha, const float* bias, int64_t j) {
-  return alpha * acc + (bias ? bias[j] : 0.0f);
-}
-
-/// trans_b: out[j] = x · b[j, :], a dot product per row of b.
 void gemv_t_portable(float* out, const float* x, const float* b, int64_t ldb, int64_t k,
-                     Range cols, float alpha, const float* bias) {
+                     Range cols) {
   for (int64_t j = cols.begin; j < cols.end; ++j) {
     const float* row = b + j * ldb;
     float lanes[8] = {};  // independent partial sums, so the compiler may vectorise
@@ -277,95 +277,56 @@ void gemv_t_portable(float* out, const float* x, const float* b, int64_t ldb, in
     float acc = 0.0f;
     for (; p < k; ++p) acc += x[p] * row[p];
     for (float l : lanes) acc += l;
-    out[j] = finish(acc, alpha, bias, j);
+    out[j] = acc;
   }
 }
 
-/// Columns per pass of the axpy form: this much of out stays in L1 while b's rows stream by.
-constexpr int64_t kGemvBlock = 512;
-
-/// Not transposed: out[cols] = Σ_p x[p] · b[p, cols], rows of b streamed through out.
-void gemv_n_portable(float* out, const float* x, const float* b, int64_t ldb, int64_t k,
-                     Range cols, float alpha, const float* bias) {
-  for (int64_t j0 = cols.begin; j0 < cols.end; j0 += kGemvBlock) {
-    const int64_t j1 = std::min(cols.end, j0 + kGemvBlock);
-    std::fill(out + j0, out + j1, 0.0f);
-    for (int64_t p = 0; p < k; ++p) {
-      const float* row = b + p * ldb;
-      for (int64_t j = j0; j < j1; ++j) out[j] += x[p] * row[j];
-    }
-    for (int64_t j = j0; j < j1; ++j) out[j] = finish(out[j], alpha, bias, j);
+void gemv_n_portable(float* out, const float* x, const float* b, int64_t ldb, int64_t n,
+                     Range rows) {
+  std::fill(out, out + n, 0.0f);
+  for (int64_t p = rows.begin; p < rows.end; ++p) {
+    const float* row = b + p * ldb;
+    for (int64_t j = 0; j < n; ++j) out[j] += x[p] * row[j];
   }
 }
 
-FORGE_AVX2 float dot_avx2(const float* x, const float* y, int64_t k) {
-  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-  int64_t p = 0;
-  for (; p + 16 <= k; p += 16) {
-    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + p), _mm256_loadu_ps(y + p), s0);
-    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + p + 8), _mm256_loadu_ps(y + p + 8), s1);
-  }
-  float acc = avx2::hsum(_mm256_add_ps(s0, s1));
-  for (; p < k; ++p) acc += x[p] * y[p];
-  return acc;
-}
-
-/// Four rows of b per pass share each load of x; two accumulators per row hide FMA latency.
+/// Four accumulators hide the FMA latency.
 FORGE_AVX2 void gemv_t_avx2(float* out, const float* x, const float* b, int64_t ldb, int64_t k,
-                            Range cols, float alpha, const float* bias) {
-  int64_t j = cols.begin;
-  for (; j + 4 <= cols.end; j += 4) {
-    const float* r[4] = {b + j * ldb, b + (j + 1) * ldb, b + (j + 2) * ldb, b + (j + 3) * ldb};
-    __m256 s[4][2];
-    for (auto& si : s) si[0] = si[1] = _mm256_setzero_ps();
+                            Range cols) {
+  for (int64_t j = cols.begin; j < cols.end; ++j) {
+    const float* row = b + j * ldb;
+    __m256 s[4];
+    for (auto& si : s) si = _mm256_setzero_ps();
     int64_t p = 0;
-    for (; p + 16 <= k; p += 16) {
-      const __m256 x0 = _mm256_loadu_ps(x + p), x1 = _mm256_loadu_ps(x + p + 8);
+    for (; p + 32 <= k; p += 32) {
 #pragma GCC unroll 4
       for (int q = 0; q < 4; ++q) {
-        s[q][0] = _mm256_fmadd_ps(_mm256_loadu_ps(r[q] + p), x0, s[q][0]);
-        s[q][1] = _mm256_fmadd_ps(_mm256_loadu_ps(r[q] + p + 8), x1, s[q][1]);
+        s[q] = _mm256_fmadd_ps(_mm256_loadu_ps(row + p + 8 * q), _mm256_loadu_ps(x + p + 8 * q),
+                               s[q]);
       }
     }
-    for (int q = 0; q < 4; ++q) {
-      float acc = avx2::hsum(_mm256_add_ps(s[q][0], s[q][1]));
-      for (int64_t t = p; t < k; ++t) acc += x[t] * r[q][t];
-      out[j + q] = finish(acc, alpha, bias, j + q);
+    for (; p + 8 <= k; p += 8) {
+      s[0] = _mm256_fmadd_ps(_mm256_loadu_ps(row + p), _mm256_loadu_ps(x + p), s[0]);
     }
+    float acc = avx2::hsum(_mm256_add_ps(_mm256_add_ps(s[0], s[1]), _mm256_add_ps(s[2], s[3])));
+    for (; p < k; ++p) acc += x[p] * row[p];
+    out[j] = acc;
   }
-  for (; j < cols.end; ++j) out[j] = finish(dot_avx2(x, b + j * ldb, k), alpha, bias, j);
 }
 
-/// Four rows of b per pass, so each element of out is loaded and stored once per four rows.
-FORGE_AVX2 void gemv_n_avx2(float* out, const float* x, const float* b, int64_t ldb, int64_t k,
-                            Range cols, float alpha, const float* bias) {
-  for (int64_t j0 = cols.begin; j0 < cols.end; j0 += kGemvBlock) {
-    const int64_t j1 = std::min(cols.end, j0 + kGemvBlock);
-    std::fill(out + j0, out + j1, 0.0f);
-    int64_t p = 0;
-    for (; p + 4 <= k; p += 4) {
-      const float* r0 = b + p * ldb;
-      const float *r1 = r0 + ldb, *r2 = r1 + ldb, *r3 = r2 + ldb;
-      const __m256 x0 = _mm256_set1_ps(x[p]), x1 = _mm256_set1_ps(x[p + 1]);
-      const __m256 x2 = _mm256_set1_ps(x[p + 2]), x3 = _mm256_set1_ps(x[p + 3]);
-      int64_t j = j0;
-      for (; j + 8 <= j1; j += 8) {
-        __m256 y = _mm256_loadu_ps(out + j);
-        y = _mm256_fmadd_ps(x0, _mm256_loadu_ps(r0 + j), y);
-        y = _mm256_fmadd_ps(x1, _mm256_loadu_ps(r1 + j), y);
-        y = _mm256_fmadd_ps(x2, _mm256_loadu_ps(r2 + j), y);
-        y = _mm256_fmadd_ps(x3, _mm256_loadu_ps(r3 + j), y);
-        _mm256_storeu_ps(out + j, y);
-      }
-      for (; j < j1; ++j) {
-        out[j] += x[p] * r0[j] + x[p + 1] * r1[j] + x[p + 2] * r2[j] + x[p + 3] * r3[j];
-      }
+/// out stays in L1/L2 (n ≤ a few thousand) while b's rows stream past it.
+FORGE_AVX2 void gemv_n_avx2(float* out, const float* x, const float* b, int64_t ldb, int64_t n,
+                            Range rows) {
+  std::fill(out, out + n, 0.0f);
+  for (int64_t p = rows.begin; p < rows.end; ++p) {
+    const float* row = b + p * ldb;
+    const __m256 xp = _mm256_set1_ps(x[p]);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+      _mm256_storeu_ps(out + j,
+                       _mm256_fmadd_ps(xp, _mm256_loadu_ps(row + j), _mm256_loadu_ps(out + j)));
     }
-    for (; p < k; ++p) {
-      const float* row = b + p * ldb;
-      for (int64_t j = j0; j < j1; ++j) out[j] += x[p] * row[j];
-    }
-    for (int64_t j = j0; j < j1; ++j) out[j] = finish(out[j], alpha, bias, j);
+    for (; j < n; ++j) out[j] += x[p] * row[j];
   }
 }
 
@@ -375,7 +336,8 @@ FORGE_AVX2 void gemv_n_avx2(float* out, const float* x, const float* b, int64_t 
 struct Kernels {
   MicroKernel micro;
   TransposePanel transpose_a, transpose_b;
-  GemvKernel gemv_t, gemv_n;
+  GemvT gemv_t;
+  GemvN gemv_n;
 };
 
 Kernels kernels_for(Isa isa) {
@@ -394,7 +356,8 @@ struct FreeDeleter {
 /// Each thread's packing buffers, allocated on first use and kept for the thread's life.
 struct Scratch {
   std::unique_ptr<float, FreeDeleter> a, b;
-  std::vector<float> x;  // op(a)'s row for the m = 1 path when a is transposed
+  std::vector<float> x;        // op(a)'s row for the m = 1 path when a is transposed
+  std::vector<float> partial;  // the m = 1 path's per-piece sums, on the calling thread
 
   static Scratch& local() {
     thread_local Scratch s;
@@ -454,18 +417,60 @@ void gemm_tile(const Gemm& g, int64_t bi, Range rows, Range cols, const Kernels&
   }
 }
 
-/// out[0, cols] of one batch slice when m = 1.
-void gemv_tile(const Gemm& g, int64_t bi, Range cols, const Kernels& kern) {
+/// op(a)'s only row in slice bi when m = 1, contiguous.
+const float* gemv_x(const Gemm& g, int64_t bi) {
   const float* a = g.a + bi * g.stride_a;
-  const float* x = a;
-  if (g.trans_a && g.lda != 1) {  // op(a)'s only row is a strided column of a: gather it
-    std::vector<float>& buf = Scratch::local().x;
-    buf.resize(g.k);
-    for (int64_t p = 0; p < g.k; ++p) buf[p] = a[p * g.lda];
-    x = buf.data();
+  if (!g.trans_a || g.lda == 1) return a;
+  std::vector<float>& x = Scratch::local().x;  // a strided column of a: gather it
+  x.resize(g.k);
+  for (int64_t p = 0; p < g.k; ++p) x[p] = a[p * g.lda];
+  return x.data();
+}
+
+/// m = 1: each slice is cut into `pieces` over the rows of b, so that every thread streams a
+/// contiguous stretch of it. With trans_b those rows are output columns, written in place;
+/// otherwise they are depth, so each piece sums into its own row of `partial` and the pieces
+/// are added up at the end.
+void gemv(ThreadPool& pool, const Gemm& g, int64_t pieces, const Kernels& kern) {
+  auto finish = [&](float* out, int64_t j) {
+    out[j] = g.alpha * out[j] + (g.bias ? g.bias[j] : 0.0f);
+  };
+  if (g.trans_b) {
+    pool.parallel_for(g.batch * pieces, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        const int64_t bi = t / pieces;
+        const Range cols = split(g.n, pieces, t % pieces, 16);  // whole cache lines of out
+        float* out = g.out + bi * g.stride_out;
+        kern.gemv_t(out, gemv_x(g, bi), g.b + bi * g.stride_b, g.ldb, g.k, cols);
+        for (int64_t j = cols.begin; j < cols.end; ++j) finish(out, j);
+      }
+    });
+    return;
   }
-  const GemvKernel gemv = g.trans_b ? kern.gemv_t : kern.gemv_n;
-  gemv(g.out + bi * g.stride_out, x, g.b + bi * g.stride_b, g.ldb, g.k, cols, g.alpha, g.bias);
+  std::vector<float>& partial = Scratch::local().partial;
+  if (pieces > 1) partial.resize(g.batch * pieces * g.n);
+  pool.parallel_for(g.batch * pieces, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t bi = t / pieces;
+      float* out = pieces > 1 ? partial.data() + t * g.n : g.out + bi * g.stride_out;
+      kern.gemv_n(out, gemv_x(g, bi), g.b + bi * g.stride_b, g.ldb, g.n,
+                  split(g.k, pieces, t % pieces, 1));
+      if (pieces == 1) {
+        for (int64_t j = 0; j < g.n; ++j) finish(out, j);
+      }
+    }
+  });
+  if (pieces == 1) return;
+  for (int64_t bi = 0; bi < g.batch; ++bi) {
+    float* out = g.out + bi * g.stride_out;
+    const float* sums = partial.data() + bi * pieces * g.n;
+    for (int64_t j = 0; j < g.n; ++j) {
+      float acc = 0.0f;
+      for (int64_t t = 0; t < pieces; ++t) acc += sums[t * g.n + j];
+      out[j] = acc;
+      finish(out, j);
+    }
+  }
 }
 
 /// How many tiles to cut each batch slice into: at least one per thread overall, and a total
@@ -493,15 +498,8 @@ void gemm(ThreadPool& pool, const Gemm& g) {
   const bool big = g.batch * g.m * g.n * g.k >= kParallelMacs;
   const int64_t splits = big ? splits_per_slice(g.batch, pool.size()) : 1;
   if (g.m == 1) {
-    // Column pieces of whole cache lines, so threads never write to the same line of out.
-    const int64_t align = 16;
-    const int64_t pieces = std::min(splits, ceil_div(g.n, align));
-    pool.parallel_for(g.batch * pieces, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t t = begin; t < end; ++t) {
-        gemv_tile(g, t / pieces, split(g.n, pieces, t % pieces, align), kern);
-      }
-    });
-    return;
+    // Pieces of at least 64 rows of b, so that each is a stretch worth streaming.
+    return gemv(pool, g, std::min(splits, ceil_div(g.trans_b ? g.n : g.k, 64)), kern);
   }
   // Cut columns first (each tile then packs a disjoint part of b, usually the weights), keeping
   // tiles at least 4 panels wide; cut rows for the rest.
