@@ -214,6 +214,9 @@ TEST(CpuKernels, GemmDecodeRowMatchesReferenceForWideOutputs) {
       expect_gemm_matches_reference(pool, {.n = n, .k = 131, .bias = true, .alpha = 2.0f});
       expect_gemm_matches_reference(pool, {.n = n, .k = 67, .trans_a = true, .pad_a = 4});
     }
+    // Depth split into pieces summed at the end, for each of a batch of slices.
+    expect_gemm_matches_reference(pool, {.batch = 2, .n = 50, .k = 200, .bias = true,
+                                         .alpha = 0.5f, .pad_b = 3, .gap = 5});
   });
 }
 
