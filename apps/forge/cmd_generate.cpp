@@ -13,22 +13,23 @@ struct GenerateArgs {
   std::string model_dir, prompt, prompt_ids;
   GenerateOptions options;
   bool no_eos_stop = false;
+  bool prompt_given = false, prompt_ids_given = false;
 };
 
 void run_generate(const GenerateArgs& args) {
-  FORGE_CHECK(args.prompt.empty() != args.prompt_ids.empty(),
+  FORGE_CHECK(args.prompt_given != args.prompt_ids_given,
               "give exactly one of --prompt and --prompt-ids");
   const Device device = open_device(args.common);
   const LoadedModel loaded = load_model(args.model_dir, device, args.common.json());
   const Tokenizer* tokenizer = loaded.tokenizer.get();
   std::vector<uint32_t> prompt;
-  if (!args.prompt_ids.empty()) {
+  if (args.prompt_ids_given) {
     prompt = parse_ids(args.prompt_ids);
   } else {
     FORGE_CHECK(tokenizer != nullptr, "{} has no vocab.json: use --prompt-ids", args.model_dir);
     prompt = tokenizer->encode(args.prompt);
-    FORGE_CHECK(!prompt.empty(), "the prompt is empty");
   }
+  loaded.model->check_ids(prompt);
   GenerateOptions options = args.options;
   options.stop_at_eos = !args.no_eos_stop;
 
@@ -94,7 +95,11 @@ void register_generate(CLI::App& app) {
   cmd->add_flag("--sliding-window", args->options.sliding_window,
                 "when the context fills, keep its last half and go on");
   cmd->add_flag("--ignore-eos", args->no_eos_stop, "do not stop at the end-of-text token");
-  cmd->callback([args] { run_generate(*args); });
+  cmd->callback([args, cmd] {
+    args->prompt_given = cmd->count("--prompt") > 0;
+    args->prompt_ids_given = cmd->count("--prompt-ids") > 0;
+    run_generate(*args);
+  });
 }
 
 }  // namespace forge::cli

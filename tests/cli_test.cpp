@@ -1,0 +1,99 @@
+// The forge CLI as a script sees it: JSON on stdout, exit status, errors on stderr.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "test_support.h"
+
+namespace forge {
+namespace {
+
+struct CliRun {
+  int status;
+  std::string out;  // stdout and stderr together
+};
+
+CliRun forge_cli(const std::string& args) {
+  const std::string command = std::string(FORGE_CLI) + " " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  EXPECT_NE(pipe, nullptr);
+  std::string out;
+  std::array<char, 4096> chunk;
+  size_t n;
+  while ((n = fread(chunk.data(), 1, chunk.size(), pipe)) > 0) out.append(chunk.data(), n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+nlohmann::json json_of(const CliRun& run) {
+  EXPECT_EQ(run.status, 0) << run.out;
+  return nlohmann::json::parse(run.out.substr(run.out.find('{')));
+}
+
+const std::string kChar = test::golden_dir("char");
+
+TEST(Cli, GenerateGreedyJsonMatchesHuggingFaceTokens) {
+  const auto meta = test::read_json(kChar + "/reference.json");
+  const auto& g = meta["greedy"][1];  // its prompt holds no id 0, which HF's generate masked
+  std::string ids;
+  for (uint32_t id : g["prompt"].get<std::vector<uint32_t>>()) ids += std::to_string(id) + ",";
+  ids.pop_back();
+  const auto out = json_of(forge_cli("generate --backend cpu --model " + kChar + " --prompt-ids " +
+                                     ids + " --greedy --max-tokens 24 --ignore-eos --format json"));
+  EXPECT_EQ(out["ids"], g["tokens"]);
+  EXPECT_EQ(out["prompt_ids"], g["prompt"]);
+  EXPECT_EQ(out["prompt"].get<std::string>() + out["text"].get<std::string>(), g["text"]);
+}
+
+TEST(Cli, ScoreReportsPerTokenNllMeanAndPerplexity) {
+  const auto out = json_of(
+      forge_cli("score --backend cpu --model " + kChar + " --text 'ROMEO: hi' --format json"));
+  ASSERT_EQ(out["nll"].size(), 8u);
+  double sum = 0;
+  for (double v : out["nll"]) sum += v;
+  EXPECT_NEAR(out["mean_nll"].get<double>(), sum / 8, 1e-9);
+  EXPECT_NEAR(out["perplexity"].get<double>(), std::exp(sum / 8), 1e-6);
+}
+
+TEST(Cli, TokenizeAndInfoSpeakJson) {
+  const auto tok =
+      json_of(forge_cli("tokenize --model " + kChar + " --text 'ROMEO:' --format json"));
+  EXPECT_EQ(tok["ids"], (std::vector<uint32_t>{30, 27, 25, 17, 27, 10}));
+  const auto info = json_of(forge_cli("info --model " + kChar + " --format json"));
+  EXPECT_EQ(info["model"]["n_layer"], 2);
+  EXPECT_EQ(info["backends"][0]["backend"], "cpu");
+}
+
+TEST(Cli, BadInputFailsWithAClearMessageAndStatusOne) {
+  const std::string gen = "generate --backend cpu --model " + kChar;
+  CliRun r = forge_cli(gen + " --prompt-ids 1,2,999");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.out.find("token id 999 at position 2 is outside the vocabulary"), std::string::npos)
+      << r.out;
+  r = forge_cli(gen + " --prompt \"$(printf 'caf\\303')\"");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.out.find("invalid UTF-8"), std::string::npos) << r.out;
+  r = forge_cli(gen + " --prompt ''");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.out.find("empty prompt"), std::string::npos) << r.out;
+  r = forge_cli("generate --backend cpu --model /nonexistent --prompt hi");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.out.find("model directory /nonexistent does not exist"), std::string::npos) << r.out;
+}
+
+TEST(Cli, OverLongPromptIsAnErrorNamingTheContext) {
+  std::string ids = "1";
+  for (int i = 0; i < 64; ++i) ids += ",1";
+  const CliRun r = forge_cli("generate --backend cpu --model " + kChar + " --prompt-ids " + ids);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.out.find("prompt of 65 tokens exceeds the model's context of 64 tokens"),
+            std::string::npos)
+      << r.out;
+}
+
+}  // namespace
+}  // namespace forge
