@@ -5,6 +5,10 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:?usage: h200.sh OUT_DIR [--train]}
 shift
+# The machine has the NVIDIA driver but no Vulkan loader or GL dispatch libraries, which the
+# driver's Vulkan ICD (libGLX_nvidia) needs: unpack Debian's, carried in .gl (see the device notes).
+for deb in "$root"/.gl/*.deb; do dpkg -x "$deb" /; done
+ldconfig
 mkdir -p /tmp/forge && tar -C /tmp/forge -xJf "$root/.device/bundle.tar.xz"
 bin=/tmp/forge/bin
 export LD_LIBRARY_PATH="$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
