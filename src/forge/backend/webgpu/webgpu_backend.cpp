@@ -437,6 +437,10 @@ class WebGpuBackend final : public Backend {
                 spec);
     const gpu::Limits& l = ctx_->limits();
     const uint32_t wx = t.bn / t.tn, wy = t.bm / t.tm;
+    FORGE_CHECK(
+        (t.bm * t.bk) % (wx * wy) == 0 && (t.bn * t.bk) % (wx * wy) == 0,
+        "WebGPU matmul tile '{}': its {} threads must split the BM×BK and BN×BK tiles evenly", spec,
+        wx * wy);
     const uint64_t storage = 16ull * t.bk * (t.bm / 4 + 1 + t.bn / 4 + 1);
     FORGE_CHECK(wx * wy <= l.max_invocations && wx <= l.max_workgroup_size[0] &&
                     wy <= l.max_workgroup_size[1] && storage <= l.max_workgroup_storage,

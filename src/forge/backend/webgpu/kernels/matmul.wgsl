@@ -25,6 +25,35 @@ const BS4 = BN / 4u + 1u;
 var<workgroup> As: array<vec4<f32>, BK * AS4>;
 var<workgroup> Bs: array<vec4<f32>, BK * BS4>;
 
+// Each thread stages LA elements of the a tile and LB of the b tile (the host checks these
+// divide evenly).
+const LA = BM * BK / THREADS;
+const LB = BN * BK / THREADS;
+
+// Tile element e (consecutive threads walk the operand's contiguous dimension, so loads
+// coalesce whichever way it is transposed); out-of-range elements are 0.
+fn load_a(base: u32, m0: u32, k0: u32, e: u32, trans: bool) -> f32 {
+  var mm: u32;
+  var kk: u32;
+  if (trans) { kk = e / BM; mm = e % BM; } else { mm = e / BK; kk = e % BK; }
+  let gm = m0 + mm;
+  let gk = k0 + kk;
+  if (gm >= p.m || gk >= p.k) { return 0.0; }
+  if (trans) { return a[base + gk * p.lda + gm]; }
+  return a[base + gm * p.lda + gk];
+}
+
+fn load_b(base: u32, n0: u32, k0: u32, e: u32, trans: bool) -> f32 {
+  var nn: u32;
+  var kk: u32;
+  if (trans) { nn = e / BK; kk = e % BK; } else { kk = e / BN; nn = e % BN; }
+  let gn = n0 + nn;
+  let gk = k0 + kk;
+  if (gn >= p.n || gk >= p.k) { return 0.0; }
+  if (trans) { return b[base + gn * p.ldb + gk]; }
+  return b[base + gk * p.ldb + gn];
+}
+
 @compute @workgroup_size(WX, WY, 1)
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
         @builtin(local_invocation_index) li: u32) {
@@ -37,34 +66,33 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
   // acc[(ci·4 + i)·TN/4 + cj] holds rows ci·4WY + 4·lid.y + i, columns cj·4WX + 4·lid.x + 0..3:
   // each thread owns 4-wide runs spread over the tile, so a warp's loads and stores stay dense.
   var acc: array<vec4<f32>, TM * TN / 4u>;
+  // Software pipelining: the next tile's global loads are issued into registers before this
+  // tile's arithmetic, so their latency hides behind it.
+  var ra: array<f32, LA>;
+  var rb: array<f32, LB>;
+  for (var r = 0u; r < LA; r++) { ra[r] = load_a(base_a, m0, 0u, li + r * THREADS, trans_a); }
+  for (var r = 0u; r < LB; r++) { rb[r] = load_b(base_b, n0, 0u, li + r * THREADS, trans_b); }
   for (var k0 = 0u; k0 < p.k; k0 += BK) {
-    // Consecutive threads walk the operand's contiguous dimension, so loads coalesce
-    // whichever way it is transposed. Out-of-range elements load as 0.
-    for (var e = li; e < BM * BK; e += THREADS) {
+    for (var r = 0u; r < LA; r++) {
+      let e = li + r * THREADS;
       var mm: u32;
       var kk: u32;
       if (trans_a) { kk = e / BM; mm = e % BM; } else { mm = e / BK; kk = e % BK; }
-      let gm = m0 + mm;
-      let gk = k0 + kk;
-      var v = 0.0;
-      if (gm < p.m && gk < p.k) {
-        if (trans_a) { v = a[base_a + gk * p.lda + gm]; } else { v = a[base_a + gm * p.lda + gk]; }
-      }
-      As[kk * AS4 + mm / 4u][mm % 4u] = v;
+      As[kk * AS4 + mm / 4u][mm % 4u] = ra[r];
     }
-    for (var e = li; e < BN * BK; e += THREADS) {
+    for (var r = 0u; r < LB; r++) {
+      let e = li + r * THREADS;
       var nn: u32;
       var kk: u32;
       if (trans_b) { nn = e / BK; kk = e % BK; } else { kk = e / BN; nn = e % BN; }
-      let gn = n0 + nn;
-      let gk = k0 + kk;
-      var v = 0.0;
-      if (gn < p.n && gk < p.k) {
-        if (trans_b) { v = b[base_b + gn * p.ldb + gk]; } else { v = b[base_b + gk * p.ldb + gn]; }
-      }
-      Bs[kk * BS4 + nn / 4u][nn % 4u] = v;
+      Bs[kk * BS4 + nn / 4u][nn % 4u] = rb[r];
     }
     workgroupBarrier();
+    let next = k0 + BK;
+    if (next < p.k) {
+      for (var r = 0u; r < LA; r++) { ra[r] = load_a(base_a, m0, next, li + r * THREADS, trans_a); }
+      for (var r = 0u; r < LB; r++) { rb[r] = load_b(base_b, n0, next, li + r * THREADS, trans_b); }
+    }
     for (var kk = 0u; kk < BK; kk++) {
       var ar: array<vec4<f32>, TM / 4u>;
       var br: array<vec4<f32>, TN / 4u>;
