@@ -165,6 +165,13 @@ TEST(WebGpuOps, GridsPast65535WorkgroupsMatchCpu) {
   EXPECT_LE(max_abs_diff(ops::scale(a.cpu, 2.0f), ops::scale(a.gpu, 2.0f)), kParity);
   const auto rows = random_pair({70001, 3}, 71);  // one workgroup per row
   EXPECT_EQ(ops::argmax(rows.cpu).to_ids(), ops::argmax(rows.gpu).to_ids());
+  // The decode path's grids: 16 columns, or 64 short rows, per workgroup.
+  const auto x = random_pair({1, 2}, 72), wide = random_pair({2, 65535 * 16 + 5}, 73);
+  EXPECT_LE(max_abs_diff(ops::matmul(x.cpu, wide.cpu), ops::matmul(x.gpu, wide.gpu)), kParity);
+  const auto x1 = random_pair({1, 1}, 74), tall = random_pair({65535 * 64 + 1, 1}, 75);
+  const MatmulParams t{false, true, 1.0f};
+  EXPECT_LE(max_abs_diff(ops::matmul(x1.cpu, tall.cpu, t), ops::matmul(x1.gpu, tall.gpu, t)),
+            kParity);
 }
 
 TEST(WebGpuOps, LayernormMatchesCpu) {

@@ -395,15 +395,12 @@ class WebGpuBackend final : public Backend {
     const std::vector<gpu::Binding> bindings{va.binding, vb.binding, vbias.binding, vo.binding};
     const auto z = u32(q.nb);
     if (q.m == 1) {
-      if (g.trans_b && q.k <= 128) {
-        auto groups = grid(q.n, 64);
-        groups[2] = z;
-        run_kernel(matvec_kernel("rows_short"), bindings, p, groups);
-      } else if (g.trans_b) {
-        run_kernel(matvec_kernel("rows"), bindings, p, {u32((q.n + 7) / 8), 1, z});
-      } else {
-        run_kernel(matvec_kernel("columns"), bindings, p, {u32((q.n + 15) / 16), 1, z});
-      }
+      // Guarded tails: rows of 64 or 8, columns of 16 per workgroup; z is the batch.
+      const bool short_k = g.trans_b && q.k <= 128;
+      const char* entry = short_k ? "rows_short" : g.trans_b ? "rows" : "columns";
+      auto groups = grid(q.n, short_k ? 64 : g.trans_b ? 8 : 16);
+      groups[2] = z;
+      run_kernel(matvec_kernel(entry), bindings, p, groups);
       return;
     }
     // Big tiles where the grid still fills the GPU; short ones when out has few rows (a tile

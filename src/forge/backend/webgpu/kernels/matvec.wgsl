@@ -30,8 +30,9 @@ fn finish(j: u32, sum: f32, z: u32) {
 // b [k, n]: 16 columns × 16 slices of k per workgroup, so even a 768-wide decode product
 // spreads over enough workgroups to fill a big GPU; each slice reads a 64-byte run of a row.
 @compute @workgroup_size(16, 16, 1)
-fn columns(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u) {
-  let j = wid.x * 16u + lid.x;
+fn columns(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
+           @builtin(num_workgroups) nwg: vec3u) {
+  let j = (wid.x + wid.y * nwg.x) * 16u + lid.x;  // x·y folds a grid past 65535 groups
   let base_a = p.off_a + wid.z * p.stride_a;
   let base_b = p.off_b + wid.z * p.stride_b;
   var sum = 0.0;
@@ -50,8 +51,9 @@ fn columns(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid:
 
 // b [n, k] (trans_b, e.g. the tied LM head over wte): 8 rows × 32 lanes per workgroup.
 @compute @workgroup_size(32, 8, 1)
-fn rows(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u) {
-  let j = wid.x * 8u + lid.y;
+fn rows(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
+        @builtin(num_workgroups) nwg: vec3u) {
+  let j = (wid.x + wid.y * nwg.x) * 8u + lid.y;
   let base_a = p.off_a + wid.z * p.stride_a;
   let base_b = p.off_b + wid.z * p.stride_b;
   var sum = 0.0;
