@@ -95,7 +95,8 @@ struct Read {
   uint64_t bytes = 0;
 };
 
-/// The completion of asynchronous work. wait() blocks (native only); ready() polls.
+/// The completion of asynchronous work. wait() blocks (native only); ready() polls. A Future
+/// must be done before its Context is destroyed.
 class Future {
  public:
   struct State {
