@@ -86,10 +86,12 @@ void bench(const Device& dev, const std::string& tile, const Shape3& s, double b
     worst = std::max(worst, std::fabs(want - got[i * s.n + j]));
   }
   const double gflops = 2.0 * s.m * s.n * s.k / t / 1e9;
+  // Bytes that must move at least once: what bounds the m = 1 (decode) shapes.
+  const double gbps = 4.0 * (s.m * s.k + s.k * s.n + s.m * s.n) / t / 1e9;
   std::printf(
-      "%-14s %6ldx%-5ldx%6ld%s  %9.3f ms  %9.1f GFLOP/s  reps %3d  submits/run %lu  "
+      "%-14s %6ldx%-5ldx%6ld%s  %9.3f ms  %9.1f GFLOP/s  %7.1f GB/s  reps %3d  submits/run %lu  "
       "dispatches/rep %.1f  max|err| %.2e\n",
-      tile.c_str(), s.m, s.k, s.n, s.trans_b ? "t" : " ", t * 1e3, gflops, reps,
+      tile.c_str(), s.m, s.k, s.n, s.trans_b ? "t" : " ", t * 1e3, gflops, gbps, reps,
       static_cast<unsigned long>(c1.submits - c0.submits),
       static_cast<double>(c1.dispatches - c0.dispatches) / reps, worst);
   std::fflush(stdout);
