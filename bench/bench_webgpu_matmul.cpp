@@ -68,7 +68,7 @@ void bench(const Device& dev, const std::string& tile, const Shape3& s, double b
   };
   run(1);  // pipelines, first-touch
   const double one = run(1);
-  const int reps = std::max(2, std::min(200, static_cast<int>(budget / std::max(one, 1e-4))));
+  const int reps = std::max(2, std::min(1000, static_cast<int>(budget / std::max(one, 1e-4))));
   const Counters c0 = dev.backend().counters();
   const double t = run(reps) / reps;
   const Counters c1 = dev.backend().counters();
