@@ -189,10 +189,16 @@ std::string lower(std::string s) {
   return s;
 }
 
-std::string no_real_adapter_message(const DawnProcs& d, const std::vector<Candidate>& all) {
+/// " [0] NVIDIA H200 (vulkan) [1] Null backend (null)", for error messages.
+std::string adapter_list(const std::vector<Candidate>& all) {
   std::string names;
-  for (const auto& c : all)
+  for (const auto& c : all) {
     names += fmt::format(" [{}] {} ({})", c.info.index, c.info.name, c.info.backend);
+  }
+  return names.empty() ? " none" : names;
+}
+
+std::string no_real_adapter_message(const DawnProcs& d, const std::vector<Candidate>& all) {
   const std::string vk =
       d.vulkan_loader.empty()
           ? "no Vulkan loader (libvulkan.so.1) was found: install Debian's "
@@ -203,7 +209,7 @@ std::string no_real_adapter_message(const DawnProcs& d, const std::vector<Candid
       "a machine without a GPU install Mesa 25's lavapipe (bash scripts/setup.d/lavapipe.sh; "
       "Debian 12's own Mesa 22.3 lavapipe is too old for this Dawn). FORGE_ADAPTER=null selects "
       "the Null adapter anyway (error-path tests only). Adapters seen:{}",
-      vk, names.empty() ? " none" : names);
+      vk, adapter_list(all));
 }
 
 /// Picks per FORGE_ADAPTER syntax: "" = best real adapter, digits = index, else a
@@ -227,11 +233,8 @@ std::size_t choose(const DawnProcs& d, const std::vector<Candidate>& all, const 
         pick = i;
       }
     }
-    std::string names;
-    for (const auto& c : all)
-      names += fmt::format(" [{}] {} ({})", c.info.index, c.info.name, c.info.backend);
     FORGE_CHECK(pick < all.size(), "WebGPU: no adapter matches FORGE_ADAPTER={}; adapters:{}",
-                o.adapter, names);
+                o.adapter, adapter_list(all));
   }
   if (all[pick].info.is_null() && !o.allow_null) throw Error(no_real_adapter_message(d, all));
   return pick;
@@ -269,7 +272,7 @@ uint64_t size_class(uint64_t n) {
   return 2 * p;
 }
 
-class Pool : public std::enable_shared_from_this<Pool> {
+class Pool {
  public:
   Pool(const DawnProcs& d, WGPUBufferUsage usage) : d_(d), usage_(usage) {}
   ~Pool() {
