@@ -45,7 +45,6 @@ class InputGrads {
     if (needs_[i]) grads_[i] = std::move(grad);
   }
   Tensor& operator[](size_t i) { return grads_[i]; }
-  size_t size() const { return grads_.size(); }
 
  private:
   std::vector<bool> needs_;
@@ -85,7 +84,6 @@ class Tape {
   /// they run, so a tape is backward-ed once.
   void backward(const Var& root, const Tensor& seed = {});
 
-  size_t size() const { return nodes_.size(); }
 
  private:
   struct Input {
