@@ -49,16 +49,28 @@ Gpt2Config model_config(const TrainConfig& c, int64_t vocab_size) {
 }  // namespace
 
 nlohmann::json TrainConfig::to_json() const {
-  return {{"n_layer", n_layer},       {"n_head", n_head},
-          {"n_embd", n_embd},         {"n_ctx", n_ctx},
-          {"dropout", dropout},       {"steps", steps},
-          {"warmup_steps", warmup_steps}, {"lr", lr},
-          {"min_lr", min_lr},         {"weight_decay", weight_decay},
-          {"beta1", beta1},           {"beta2", beta2},
-          {"grad_clip", grad_clip},   {"batch", batch},
-          {"accumulation", accumulation}, {"eval_interval", eval_interval},
-          {"eval_batches", eval_batches}, {"log_interval", log_interval},
-          {"val_fraction", val_fraction}, {"seed", seed}};
+  // Floats as their shortest decimal form, so 0.9f reads back as 0.9 rather than 0.899999976.
+  auto dec = [](float f) { return std::stod(fmt::format("{}", f)); };
+  return {{"n_layer", n_layer},
+          {"n_head", n_head},
+          {"n_embd", n_embd},
+          {"n_ctx", n_ctx},
+          {"dropout", dec(dropout)},
+          {"steps", steps},
+          {"warmup_steps", warmup_steps},
+          {"lr", dec(lr)},
+          {"min_lr", dec(min_lr)},
+          {"weight_decay", dec(weight_decay)},
+          {"beta1", dec(beta1)},
+          {"beta2", dec(beta2)},
+          {"grad_clip", dec(grad_clip)},
+          {"batch", batch},
+          {"accumulation", accumulation},
+          {"eval_interval", eval_interval},
+          {"eval_batches", eval_batches},
+          {"log_interval", log_interval},
+          {"val_fraction", val_fraction},
+          {"seed", seed}};
 }
 
 TrainConfig TrainConfig::from_json(const nlohmann::json& j, TrainConfig c) {
