@@ -8,6 +8,6 @@ bash "$root/scripts/setup.sh" >&2
 FORGE_BUILD_TARGETS=forge_cli bash "$root/scripts/build.sh" >&2
 build="${FORGE_BUILD_DIR:-$root/build}"
 if [ $# -eq 0 ]; then
-  set -- --prompt "The " --max-tokens 200 --temperature 0.8 --top-k 40
+  set -- --prompt "Mr. Speaker, " --max-tokens 300 --temperature 0.8 --top-k 40 --sliding-window
 fi
 exec "$build/forge" generate --backend auto "$@"
