@@ -1,25 +1,12 @@
 #include "forge/ops/ops.h"
 
 #include "forge/core/error.h"
+#include "forge/ops/checks.h"
 
 namespace forge::ops {
 namespace {
 
-Backend& backend_of(const Tensor& t) { return t.device().backend(); }
-
-void check_f32(const Tensor& t, const char* op, const char* what) {
-  FORGE_CHECK(t.defined(), "{}: {} is undefined", op, what);
-  FORGE_CHECK(t.dtype() == DType::F32, "{}: {} must be f32, got {}", op, what, t.describe());
-}
-
-void check_contiguous(const Tensor& t, const char* op, const char* what) {
-  FORGE_CHECK(t.is_contiguous(), "{}: {} {} must be contiguous", op, what, t.describe());
-}
-
-void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
-  FORGE_CHECK(a.device() == b.device(), "{}: operands on different devices ({} and {})", op,
-              a.device().name(), b.device().name());
-}
+using namespace detail;
 
 struct MatmulShape {
   int64_t batch, m, n, k;
@@ -162,10 +149,9 @@ Tensor embedding(const Tensor& ids, const Tensor& wte, const Tensor& wpe, int64_
 Heads split_heads(const Tensor& qkv, int64_t batch, int64_t n_head) {
   check_f32(qkv, "split_heads", "qkv");
   check_contiguous(qkv, "split_heads", "qkv");
-  FORGE_CHECK(qkv.rank() == 2 && qkv.dim(1) % (3 * n_head) == 0 && batch > 0 &&
-                  qkv.dim(0) % batch == 0,
-              "split_heads: qkv {} does not split into batch {} × {} heads", qkv.describe(), batch,
-              n_head);
+  FORGE_CHECK(
+      qkv.rank() == 2 && qkv.dim(1) % (3 * n_head) == 0 && batch > 0 && qkv.dim(0) % batch == 0,
+      "split_heads: qkv {} does not split into batch {} × {} heads", qkv.describe(), batch, n_head);
   const int64_t t = qkv.dim(0) / batch;
   const int64_t d = qkv.dim(1) / (3 * n_head);
   const Shape shape{batch * n_head, t, d};
@@ -182,8 +168,8 @@ Tensor merge_heads(const Tensor& heads, int64_t batch) {
   FORGE_CHECK(heads.rank() == 3 && batch > 0 && heads.dim(0) % batch == 0,
               "merge_heads: heads {} do not fold into batch {}", heads.describe(), batch);
   const int64_t n_head = heads.dim(0) / batch;
-  Tensor out = Tensor::empty({batch * heads.dim(1), n_head * heads.dim(2)}, DType::F32,
-                             heads.device());
+  Tensor out =
+      Tensor::empty({batch * heads.dim(1), n_head * heads.dim(2)}, DType::F32, heads.device());
   backend_of(heads).merge_heads(out, heads, batch);
   return out;
 }
@@ -194,9 +180,9 @@ void kv_append(const Tensor& cache, const Tensor& x, int64_t pos) {
   check_same_device(cache, x, "kv_append");
   check_contiguous(cache, "kv_append", "cache");
   check_contiguous(x, "kv_append", "x");
-  FORGE_CHECK(cache.rank() == 3 && x.rank() == 3 && cache.dim(0) == x.dim(0) &&
-                  cache.dim(2) == x.dim(2),
-              "kv_append: x {} does not match cache {}", x.describe(), cache.describe());
+  FORGE_CHECK(
+      cache.rank() == 3 && x.rank() == 3 && cache.dim(0) == x.dim(0) && cache.dim(2) == x.dim(2),
+      "kv_append: x {} does not match cache {}", x.describe(), cache.describe());
   FORGE_CHECK(pos >= 0 && pos + x.dim(1) <= cache.dim(1),
               "kv_append: rows [{}, {}) exceed the cache capacity {}", pos, pos + x.dim(1),
               cache.dim(1));

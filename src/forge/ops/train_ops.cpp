@@ -1,33 +1,35 @@
 #include "forge/ops/train_ops.h"
 
 #include "forge/core/error.h"
+#include "forge/ops/checks.h"
 
 namespace forge::ops {
 namespace {
 
-Backend& backend_of(const Tensor& t) { return t.device().backend(); }
+using detail::backend_of;
 
+// Every training kernel takes dense f32 operands.
 void check_f32(const Tensor& t, const char* op, const char* what) {
-  FORGE_CHECK(t.defined(), "{}: {} is undefined", op, what);
-  FORGE_CHECK(t.dtype() == DType::F32, "{}: {} must be f32, got {}", op, what, t.describe());
-  FORGE_CHECK(t.is_contiguous(), "{}: {} {} must be contiguous", op, what, t.describe());
+  detail::check_f32(t, op, what);
+  detail::check_contiguous(t, op, what);
 }
 
 void check_like(const Tensor& t, const Tensor& like, const char* op, const char* what) {
   check_f32(t, op, what);
   FORGE_CHECK(t.device() == like.device(), "{}: {} is on {}, expected {}", op, what,
               t.device().name(), like.device().name());
-  FORGE_CHECK(t.shape() == like.shape(), "{}: {} is {}, expected shape {}", op, what,
-              t.describe(), like.shape().str());
+  FORGE_CHECK(t.shape() == like.shape(), "{}: {} is {}, expected shape {}", op, what, t.describe(),
+              like.shape().str());
 }
 
 void check_ids(const Tensor& ids, const char* op, const char* what) {
-  FORGE_CHECK(ids.defined() && ids.dtype() == DType::U32 && ids.rank() == 1 &&
-                  ids.is_contiguous(),
+  FORGE_CHECK(ids.defined() && ids.dtype() == DType::U32 && ids.rank() == 1 && ids.is_contiguous(),
               "{}: {} must be contiguous u32 [n], got {}", op, what, ids.describe());
 }
 
-Tensor empty_like(const Tensor& x) { return Tensor::empty(x.shape(), DType::F32, x.device()); }
+Tensor empty_like(const Tensor& x) {
+  return Tensor::empty(x.shape(), DType::F32, x.device());
+}
 
 }  // namespace
 
@@ -57,8 +59,7 @@ void sum_squares_into(const Tensor& out, const Tensor& x) {
   check_f32(x, "sum_squares", "x");
   check_f32(out, "sum_squares", "out");
   FORGE_CHECK(out.numel() == 1 && out.device() == x.device(),
-              "sum_squares: out must be f32 [1] on {}, got {}", x.device().name(),
-              out.describe());
+              "sum_squares: out must be f32 [1] on {}, got {}", x.device().name(), out.describe());
   backend_of(x).sum_squares(out, x);
 }
 
@@ -119,10 +120,10 @@ CrossEntropy cross_entropy(const Tensor& logits, const Tensor& targets, float gr
                            bool with_grad) {
   check_f32(logits, "cross_entropy", "logits");
   check_ids(targets, "cross_entropy", "targets");
-  FORGE_CHECK(logits.rank() == 2 && logits.dim(0) == targets.dim(0) &&
-                  logits.device() == targets.device(),
-              "cross_entropy: logits {} and targets {} must be [r, v] and [r] on one device",
-              logits.describe(), targets.describe());
+  FORGE_CHECK(
+      logits.rank() == 2 && logits.dim(0) == targets.dim(0) && logits.device() == targets.device(),
+      "cross_entropy: logits {} and targets {} must be [r, v] and [r] on one device",
+      logits.describe(), targets.describe());
   CrossEntropy r;
   r.losses = Tensor::empty({logits.dim(0)}, DType::F32, logits.device());
   if (with_grad) r.dlogits = empty_like(logits);
