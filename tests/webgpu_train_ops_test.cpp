@@ -7,6 +7,7 @@
 
 #include "forge/core/dropout.h"
 #include "forge/core/error.h"
+#include "forge/ops/ops.h"
 #include "forge/ops/train_ops.h"
 #include "webgpu_test_util.h"
 
@@ -205,7 +206,9 @@ TEST(WebGpuTrainOps, CrossEntropyMatchesCpuAcrossLogitRowChunks) {
         const auto got = ops::cross_entropy(logits.gpu, tg, 0.25f, with_grad);
         EXPECT_LE(max_abs_diff(want.losses, got.losses), kParity) << s.str();
         ASSERT_EQ(got.dlogits.defined(), with_grad);
-        if (with_grad) EXPECT_LE(max_abs_diff(want.dlogits, got.dlogits), kBackward) << s.str();
+        if (with_grad) {
+          EXPECT_LE(max_abs_diff(want.dlogits, got.dlogits), kBackward) << s.str();
+        }
       }
     }
   }

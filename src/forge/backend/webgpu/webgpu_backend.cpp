@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
+#include <utility>
 
 #include "forge/core/error.h"
 
@@ -98,7 +100,8 @@ class WebGpuBackend final : public Backend {
       if (status != 0) {
         const uint32_t zero = 0;
         ctx_->write(*status_, 0, &zero, 4);
-        fail("embedding: token id {} is outside the vocabulary of {}", status - 1, vocab_);
+        const char* op = std::exchange(status_op_, "embedding");
+        fail("{}: token id {} is outside the vocabulary of {}", op, status - 1, vocab_);
       }
     }
   }
@@ -303,6 +306,8 @@ class WebGpuBackend final : public Backend {
     if (batch == 0 || out.numel() == 0) return;
     matmul_part(g, {0, batch, 0, out.dim(-2), 0, out.dim(-1), 0, g.k, false});
   }
+
+#include "forge/backend/webgpu/webgpu_train.inc"
 
  private:
   struct Gemm {
