@@ -3,12 +3,16 @@
 // and a device whose binding limit is forced small so every operand is split into chunks.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 
 #include "forge/core/dropout.h"
 #include "forge/core/error.h"
 #include "forge/ops/ops.h"
 #include "forge/ops/train_ops.h"
+#include "forge/train/trainer.h"
 #include "webgpu_test_util.h"
 
 namespace forge {
@@ -216,6 +220,55 @@ TEST(WebGpuTrainOps, CrossEntropyMatchesCpuAcrossLogitRowChunks) {
   EXPECT_THROW(ops::cross_entropy(logits.gpu, Tensor::from_ids({1, 5}, {2}, gpu()), 1.0f, true)
                    .losses.to_floats(),
                Error);
+}
+
+TEST(WebGpuTrainOps, TrainerStepsWithDropoutTrackTheCpu) {
+  FORGE_REQUIRE_WEBGPU();
+  // The whole loop on both backends (dropout on, grad clip, AdamW): the same losses and weights
+  // up to float rounding, since the dropout masks are identical.
+  train::TrainConfig c;
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 32;
+  c.n_ctx = 16;
+  c.batch = 4;
+  c.steps = 4;
+  c.warmup_steps = 1;
+  c.lr = 3e-3f;
+  c.dropout = 0.1f;
+  c.eval_interval = 100;
+  c.eval_batches = 1;
+  c.log_interval = 1;
+  const int64_t vocab = 23;
+  std::vector<uint32_t> tokens(2000);
+  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = (i * i + 3 * i) % vocab;
+  auto run = [&](const Device& dev, const std::string& name) {
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                      ("forge_webgpu_train_" + name + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    train::Trainer trainer(c, vocab, tokens, dir.string(), dev);
+    std::vector<double> losses;
+    trainer.run([&](const train::Progress& p) { losses.push_back(p.train_loss); });
+    std::vector<std::vector<float>> params;
+    for (const Gpt2Parameter& p : trainer.model().parameters()) params.push_back(p.tensor.to_floats());
+    std::filesystem::remove_all(dir);
+    return std::pair{losses, params};
+  };
+  const auto [cpu_losses, cpu_params] = run(Device::cpu(), "cpu");
+  const auto [gpu_losses, gpu_params] = run(gpu(), "gpu");
+  ASSERT_EQ(cpu_losses.size(), 4u);
+  ASSERT_EQ(gpu_losses.size(), cpu_losses.size());
+  for (std::size_t i = 0; i < cpu_losses.size(); ++i) {
+    EXPECT_NEAR(gpu_losses[i], cpu_losses[i], 1e-3) << "step " << i + 1;
+  }
+  ASSERT_EQ(gpu_params.size(), cpu_params.size());
+  for (std::size_t i = 0; i < cpu_params.size(); ++i) {
+    float worst = 0.0f;
+    for (std::size_t j = 0; j < cpu_params[i].size(); ++j) {
+      worst = std::max(worst, std::fabs(cpu_params[i][j] - gpu_params[i][j]));
+    }
+    EXPECT_LE(worst, kBackward) << "parameter " << i;
+  }
 }
 
 }  // namespace
