@@ -8,7 +8,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build="${FORGE_BUILD_DIR:-$root/build}"
 stage=$(mktemp -d)
 mkdir -p "$stage/bin"
-for exe in forge bench/bench_webgpu_matmul; do
+for exe in forge bench/bench_webgpu_matmul bench/bench_webgpu_ops; do
   [ -x "$build/$exe" ] && cp "$build/$exe" "$stage/bin/"
 done
 cp "$root/third_party/npm/node_modules/bun-webgpu-linux-x64/libwebgpu_wrapper.so" "$stage/bin/"

@@ -62,6 +62,9 @@ class WebGpuBackend final : public Backend {
       : ctx_(gpu::create_context(options)),
         forced_(options.matmul_tile.empty() ? std::optional<Tile>()
                                             : parse_tile(options.matmul_tile)) {
+    if (const char* kc = std::getenv("FORGE_WEBGPU_SPLIT_K")) split_k_ = std::atol(kc);
+    if (const char* sk = std::getenv("FORGE_WEBGPU_SHORT_K")) short_k_max_ = std::atol(sk);
+    if (const char* sm = std::getenv("FORGE_WEBGPU_SOFTMAX")) online_softmax_ = std::string(sm) != "main";
     dummy_ = ctx_->buffer(256);
     status_ = ctx_->buffer(256);
     const uint32_t zero[4] = {};
@@ -193,7 +196,15 @@ class WebGpuBackend final : public Backend {
           struct {
             uint32_t rows, t, s, offset, off_out, off_x, pad0, pad1;
           } p{u32(rows), u32(t), u32(s), u32(offset), v[0].offset, v[1].offset, 0, 0};
-          run("softmax_causal", "rw", {v[1].binding, v[0].binding}, p, grid(rows, 1));
+          const char* entry = online_softmax_ ? "online" : "main";
+          const std::string name = std::string("softmax_causal_") + entry;
+          run_kernel(kernel(name,
+                            [&] {
+                              return gpu::KernelSpec{
+                                  name, std::string(gpu::wgsl_source("softmax_causal")), entry,
+                                  "rw"};
+                            }),
+                     {v[1].binding, v[0].binding}, p, grid(rows, 1));
         },
         t);
   }
@@ -399,9 +410,37 @@ class WebGpuBackend final : public Backend {
         0};
     const std::vector<gpu::Binding> bindings{va.binding, vb.binding, vbias.binding, vo.binding};
     const auto z = u32(q.nb);
+    if (q.m == 1 && !g.trans_b && split_k_ > 0 && q.k > split_k_) {
+      // Split k (matvec.wgsl: columns_split, then split_reduce into out): many more workgroups
+      // than one per 16 columns, which leaves most of a big GPU idle at n = 768.
+      const int64_t kc = std::max<int64_t>(split_k_, (q.k + 63) / 64);
+      const int64_t splits = (q.k + kc - 1) / kc;
+      const uint64_t bytes = static_cast<uint64_t>(q.nb * splits * q.n) * 4;
+      const int64_t max_groups = ctx_->limits().max_workgroups_per_dim;
+      if (bytes <= ctx_->limits().max_storage_binding && (q.n + 63) / 64 <= max_groups &&
+          splits <= max_groups) {
+        if (!scratch_ || scratch_bytes_ < bytes) {
+          scratch_bytes_ = std::max<uint64_t>(bytes, 1 << 20);
+          scratch_ = ctx_->buffer(scratch_bytes_);
+        }
+        const gpu::Binding scratch{scratch_.get(), 0, bytes};
+        auto p1 = p, p2 = p;
+        p1.off_out = 0;
+        p1.pad = u32(kc);
+        p2.off_a = 0;
+        p2.pad = u32(kc);
+        run_kernel(matvec_kernel("columns_split"), {va.binding, vb.binding, vbias.binding, scratch},
+                   p1, {u32((q.n + 63) / 64), u32(splits), z});
+        auto groups = grid(q.n, 256);
+        groups[2] = z;
+        run_kernel(matvec_kernel("split_reduce"), {scratch, vb.binding, vbias.binding, vo.binding},
+                   p2, groups);
+        return;
+      }
+    }
     if (q.m == 1) {
       // Guarded tails: rows of 64 or 8, columns of 16 per workgroup; z is the batch.
-      const bool short_k = g.trans_b && q.k <= 128;
+      const bool short_k = g.trans_b && q.k <= short_k_max_;
       const char* entry = short_k ? "rows_short" : g.trans_b ? "rows" : "columns";
       auto groups = grid(q.n, short_k ? 64 : g.trans_b ? 8 : 16);
       groups[2] = z;
@@ -580,6 +619,15 @@ class WebGpuBackend final : public Backend {
   std::optional<Tile> forced_;
   std::unordered_map<std::string, const gpu::Kernel*> kernels_;
   std::shared_ptr<gpu::Buffer> dummy_, status_;
+  // Rows of k per split-k chunk of an m = 1 product over a plain b (0: no split);
+  // FORGE_WEBGPU_SPLIT_K overrides for tuning.
+  int64_t split_k_ = 64;
+  // trans_b m = 1 products with k up to this take one thread per row (FORGE_WEBGPU_SHORT_K).
+  int64_t short_k_max_ = 128;
+  // softmax_causal.wgsl's one-pass (max, sum) entry; FORGE_WEBGPU_SOFTMAX=main for the other.
+  bool online_softmax_ = true;
+  std::shared_ptr<gpu::Buffer> scratch_;  // split-k partial sums
+  uint64_t scratch_bytes_ = 0;
   bool embedding_pending_ = false;
   int64_t vocab_ = 0;
 };

@@ -83,3 +83,48 @@ fn rows_short(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) l
   for (var i = 0u; i < p.k; i++) { sum = fma(a_at(base_a, i), b[row + i], sum); }
   finish(j, sum, wid.z);
 }
+
+// Split-k for b [k, n] (plain, not trans_b), the decode path of c_attn / c_fc / both projections:
+// a 768-wide product has too few column groups to fill a big GPU, so k is cut into chunks of
+// p.pad rows as well. Pass 1 (columns_split): a workgroup sums 64 columns (a warp reads whole
+// 128-byte lines of a row) over one chunk, 4 row slices each, into out = the scratch buffer
+// [batch, splits, n] (no alpha, no bias). Pass 2 (split_reduce), with the matmul's own out:
+// a = that scratch; sums the splits in order and applies alpha, bias / accumulate.
+@compute @workgroup_size(64, 4, 1)
+fn columns_split(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
+                 @builtin(num_workgroups) nwg: vec3u) {
+  let j = wid.x * 64u + lid.x;
+  let k0 = wid.y * p.pad;
+  let k1 = min(p.k, k0 + p.pad);
+  let base_a = p.off_a + wid.z * p.stride_a;
+  let base_b = p.off_b + wid.z * p.stride_b;
+  var s0 = 0.0;
+  var s1 = 0.0;
+  if (j < p.n) {
+    var i = k0 + lid.y;
+    for (; i + 4u < k1; i += 8u) {
+      s0 = fma(a_at(base_a, i), b[base_b + i * p.ldb + j], s0);
+      s1 = fma(a_at(base_a, i + 4u), b[base_b + (i + 4u) * p.ldb + j], s1);
+    }
+    if (i < k1) { s0 = fma(a_at(base_a, i), b[base_b + i * p.ldb + j], s0); }
+  }
+  let slot = lid.y * 64u + lid.x;
+  partial[slot] = s0 + s1;
+  workgroupBarrier();
+  if (lid.y == 0u && j < p.n) {
+    let v = (partial[lid.x] + partial[64u + lid.x]) + (partial[128u + lid.x] + partial[192u + lid.x]);
+    out[p.off_out + (wid.z * nwg.y + wid.y) * p.n + j] = v;
+  }
+}
+
+@compute @workgroup_size(256, 1, 1)
+fn split_reduce(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
+                @builtin(num_workgroups) nwg: vec3u) {
+  let j = (wid.x + wid.y * nwg.x) * 256u + lid.x;
+  if (j >= p.n) { return; }
+  let splits = (p.k + p.pad - 1u) / p.pad;
+  let row = p.off_a + wid.z * splits * p.n + j;
+  var sum = 0.0;
+  for (var s = 0u; s < splits; s++) { sum += a[row + s * p.n]; }
+  finish(j, sum, wid.z);
+}
