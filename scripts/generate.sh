@@ -7,7 +7,12 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/scripts/setup.sh" >&2
 FORGE_BUILD_TARGETS=forge_cli bash "$root/scripts/build.sh" >&2
 build="${FORGE_BUILD_DIR:-$root/build}"
-if [ $# -eq 0 ]; then
-  set -- --prompt "Mr. Speaker, " --max-tokens 300 --temperature 0.8 --top-k 40 --sliding-window
+# Defaults for the shipped model; flags given on the command line win.
+case " $* " in
+  *" --prompt "* | *" --prompt="* | *" --prompt-ids "* | *" --prompt-ids="*) ;;
+  *) set -- --prompt "Mr. Speaker, " "$@" ;;
+esac
+if [ $# -eq 2 ]; then
+  set -- "$@" --max-tokens 300 --temperature 0.8 --top-k 40 --sliding-window
 fi
 exec "$build/forge" generate --backend auto "$@"

@@ -37,7 +37,12 @@ Device open_device(const CommonOptions& options) {
     if (!options.adapter.empty()) gpu.adapter = options.adapter;
     std::string why;
     if (options.backend == "webgpu") return make_webgpu_device(gpu);
-    if (webgpu_available(&why)) return make_webgpu_device(gpu);
+    // auto: a hardware GPU only; a software adapter (lavapipe) is slower than the CPU backend.
+    if (webgpu_available(&why)) {
+      for (const gpu::AdapterInfo& a : webgpu_adapters()) {
+        if (!a.is_null() && a.type != "cpu") return make_webgpu_device(gpu);
+      }
+    }
   }
   return options.threads > 0 ? Device(make_cpu_backend(options.threads)) : Device::cpu();
 }

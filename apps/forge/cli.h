@@ -25,7 +25,7 @@ struct CommonOptions {
 void add_common_options(CLI::App& command, CommonOptions& options);
 void add_model_option(CLI::App& command, std::string& model_dir);
 
-/// The device the flags ask for; "auto" is WebGPU when a real adapter exists, else the CPU.
+/// The device the flags ask for; "auto" is WebGPU on a hardware GPU adapter, else the CPU.
 Device open_device(const CommonOptions& options);
 
 struct LoadedModel {
