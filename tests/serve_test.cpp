@@ -1,0 +1,261 @@
+// forge serve as a browser sees it: the real binary on a free port, spoken to over raw HTTP so
+// nothing between the test and the server normalizes the request path.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <thread>
+
+namespace forge {
+namespace {
+
+namespace fs = std::filesystem;
+
+void write_file(const fs::path& path, const std::string& text) {
+  fs::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+// A site and a model directory, and a secret beside them that no URL may reach.
+struct TempTree {
+  fs::path root, site, model;
+  TempTree() {
+    std::string pattern = (fs::temp_directory_path() / "forge-serve-XXXXXX").string();
+    root = mkdtemp(pattern.data());
+    site = root / "site";
+    model = root / "model";
+    write_file(site / "index.html", "<!doctype html><title>forge test page</title>");
+    write_file(site / "forge_wasm.wasm", std::string("\0asm\1\0\0\0", 8));
+    write_file(site / "app.js", "export const x = 1;\n");
+    write_file(model / "config.json", R"({"n_layer": 1})");
+    write_file(root / "secret.txt", "the secret outside both directories");
+  }
+  ~TempTree() { fs::remove_all(root); }
+};
+
+struct Response {
+  int status = 0;
+  std::string headers, body;
+};
+
+// One GET with `Connection: close`; status 0 when the connection is refused or times out.
+Response http_get(const std::string& ip, int port, const std::string& path) {
+  Response r;
+  const int sock = socket(AF_INET, SOCK_STREAM, 0);
+  timeval timeout{5, 0};
+  setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, ip.c_str(), &addr.sin_addr);
+  if (connect(sock, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(sock);
+    return r;
+  }
+  const std::string request =
+      "GET " + path + " HTTP/1.1\r\nHost: " + ip + "\r\nConnection: close\r\n\r\n";
+  if (send(sock, request.data(), request.size(), MSG_NOSIGNAL) < 0) {
+    close(sock);
+    return r;
+  }
+  std::string raw;
+  char chunk[4096];
+  ssize_t n;
+  while ((n = recv(sock, chunk, sizeof(chunk), 0)) > 0) raw.append(chunk, static_cast<size_t>(n));
+  close(sock);
+  const size_t split = raw.find("\r\n\r\n");
+  if (raw.rfind("HTTP/1.1 ", 0) != 0 || split == std::string::npos) return r;
+  r.status = std::atoi(raw.c_str() + 9);
+  r.headers = raw.substr(0, split);
+  r.body = raw.substr(split + 4);
+  return r;
+}
+
+std::string header(const Response& r, const std::string& name) {
+  const std::regex re("\r\n" + name + ": ([^\r]*)", std::regex::icase);
+  std::smatch m;
+  return std::regex_search(r.headers, m, re) ? m[1].str() : "";
+}
+
+// `forge serve ARGS` as a child; its first stdout line (the URL) is read with a timeout. The
+// destructor always kills it.
+class Server {
+ public:
+  explicit Server(const std::string& args) {
+    int out[2];
+    EXPECT_EQ(pipe(out), 0);
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(out[1], STDOUT_FILENO);
+      dup2(out[1], STDERR_FILENO);
+      close(out[0]);
+      const std::string command = std::string("exec ") + FORGE_CLI + " serve " + args;
+      execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(out[1]);
+    out_ = out[0];
+    line_ = read_line(std::chrono::seconds(20));
+    std::smatch m;
+    if (std::regex_search(line_, m, std::regex("http://([0-9.]+):([0-9]+)/"))) {
+      ip_ = m[1].str();
+      port_ = std::stoi(m[2].str());
+    }
+  }
+  ~Server() {
+    if (pid_ > 0 && !exited_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    close(out_);
+  }
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  const std::string& first_line() const { return line_; }
+  const std::string& ip() const { return ip_; }
+  int port() const { return port_; }
+
+  // Sends `sig` (0: none) and waits up to 10 s for the exit status; -1 if it did not exit.
+  int stop(int sig) {
+    if (sig != 0) kill(pid_, sig);
+    for (int i = 0; i < 1000; ++i) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        exited_ = true;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return -1;
+  }
+  // Everything it printed after the first line, until it closes stdout (after stop()).
+  std::string rest() { return read_line(std::chrono::seconds(5), false); }
+
+ private:
+  std::string read_line(std::chrono::seconds limit, bool one_line = true) {
+    std::string text;
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+      pollfd p{out_, POLLIN, 0};
+      if (poll(&p, 1, 100) <= 0) continue;
+      char c;
+      if (read(out_, &c, 1) != 1) break;
+      if (one_line && c == '\n') break;
+      text += c;
+    }
+    return text;
+  }
+
+  pid_t pid_ = -1;
+  int out_ = -1;
+  bool exited_ = false;
+  std::string line_, ip_;
+  int port_ = 0;
+};
+
+std::string dirs(const TempTree& t) {
+  return "--site " + t.site.string() + " --model " + t.model.string();
+}
+
+TEST(Serve, ServesTheSiteAtRootAndTheModelUnderModel) {
+  const TempTree tree;
+  Server server(dirs(tree) + " --port 0");
+  ASSERT_GT(server.port(), 0) << server.first_line();
+  const Response index = http_get(server.ip(), server.port(), "/");
+  EXPECT_EQ(index.status, 200);
+  EXPECT_EQ(index.body, "<!doctype html><title>forge test page</title>");
+  EXPECT_EQ(header(index, "Content-Type"), "text/html; charset=utf-8");
+  const Response config = http_get(server.ip(), server.port(), "/model/config.json");
+  EXPECT_EQ(config.status, 200);
+  EXPECT_EQ(config.body, R"({"n_layer": 1})");
+  EXPECT_EQ(header(config, "Content-Type"), "application/json");
+  EXPECT_EQ(http_get(server.ip(), server.port(), "/missing.js").status, 404);
+  EXPECT_EQ(http_get(server.ip(), server.port(), "/model/").status, 404);  // no listings
+}
+
+TEST(Serve, WasmAndJavaScriptCarryTheMimeTypesBrowsersRequire) {
+  const TempTree tree;
+  Server server(dirs(tree) + " --port 0");
+  ASSERT_GT(server.port(), 0) << server.first_line();
+  const Response wasm = http_get(server.ip(), server.port(), "/forge_wasm.wasm");
+  EXPECT_EQ(wasm.status, 200);
+  EXPECT_EQ(header(wasm, "Content-Type"), "application/wasm");
+  EXPECT_EQ(wasm.body, std::string("\0asm\1\0\0\0", 8));
+  EXPECT_EQ(header(http_get(server.ip(), server.port(), "/app.js"), "Content-Type"),
+            "text/javascript; charset=utf-8");
+}
+
+TEST(Serve, NoPathLeavesTheServedDirectories) {
+  const TempTree tree;
+  Server server(dirs(tree) + " --port 0");
+  ASSERT_GT(server.port(), 0) << server.first_line();
+  ASSERT_EQ(http_get(server.ip(), server.port(), "/model/config.json").status, 200);
+  for (const char* path :
+       {"/model/../secret.txt", "/model/../../secret.txt", "/../secret.txt",
+        "/model/%2e%2e/secret.txt", "/model/..%2fsecret.txt", "/%2e%2e/secret.txt",
+        "/model/../model/config.json", "/model/./config.json", "/model//config.json"}) {
+    const Response r = http_get(server.ip(), server.port(), path);
+    EXPECT_EQ(r.status, 404) << path;
+    EXPECT_EQ(r.body.find("secret"), std::string::npos) << path;
+  }
+}
+
+TEST(Serve, BindsToLoopbackOnlyByDefault) {
+  const TempTree tree;
+  Server local(dirs(tree) + " --port 0");
+  ASSERT_GT(local.port(), 0) << local.first_line();
+  EXPECT_EQ(local.ip(), "127.0.0.1");
+  EXPECT_EQ(http_get("127.0.0.1", local.port(), "/").status, 200);
+  // 127.0.0.2 reaches this machine too, but not a socket bound to 127.0.0.1 alone.
+  EXPECT_EQ(http_get("127.0.0.2", local.port(), "/").status, 0);
+  // The probe can tell: a server bound to every address answers there.
+  Server any(dirs(tree) + " --host 0.0.0.0 --port 0");
+  ASSERT_GT(any.port(), 0) << any.first_line();
+  EXPECT_EQ(http_get("127.0.0.2", any.port(), "/").status, 200);
+}
+
+TEST(Serve, TakenPortIsAClearError) {
+  const TempTree tree;
+  Server first(dirs(tree) + " --port 0");
+  ASSERT_GT(first.port(), 0) << first.first_line();
+  Server second(dirs(tree) + " --port " + std::to_string(first.port()));
+  EXPECT_EQ(second.stop(0), 1);
+  EXPECT_NE(second.first_line().find("the port is taken"), std::string::npos)
+      << second.first_line();
+  EXPECT_EQ(http_get(first.ip(), first.port(), "/").status, 200);
+}
+
+TEST(Serve, MissingSiteDirectoryTellsHowToBuildIt) {
+  const TempTree tree;
+  Server server("--site " + (tree.root / "nosite").string() + " --model " + tree.model.string() +
+                " --port 0");
+  EXPECT_EQ(server.stop(0), 1);
+  EXPECT_NE(server.first_line().find("scripts/build_web.sh"), std::string::npos)
+      << server.first_line();
+}
+
+TEST(Serve, SigintAndSigtermStopItCleanly) {
+  const TempTree tree;
+  for (int sig : {SIGINT, SIGTERM}) {
+    Server server(dirs(tree) + " --port 0");
+    ASSERT_GT(server.port(), 0) << server.first_line();
+    ASSERT_EQ(http_get(server.ip(), server.port(), "/").status, 200);
+    EXPECT_EQ(server.stop(sig), 0) << "signal " << sig;
+    EXPECT_NE(server.rest().find("forge serve: stopped"), std::string::npos);
+    EXPECT_EQ(http_get(server.ip(), server.port(), "/").status, 0);
+  }
+}
+
+}  // namespace
+}  // namespace forge
