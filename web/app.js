@@ -1,0 +1,260 @@
+// The "Watch it think" page: streams a generation and shows, for any step, the shortlist the
+// model drew from and where its newest token attended. Everything it shows is in the DOM with
+// data-* attributes (ids, probabilities, weights), so tests read what a person sees.
+import { createForge } from './forge.js';
+
+const $ = (id) => document.getElementById(id);
+const params = new URLSearchParams(location.search);
+const TOP_N = 8;
+
+let forge = null;
+let model = null;
+let tokens = [];  // prompt + generated: { id, text }
+let steps = [];   // per generated token: { id, pos, top, attention }
+let running = false;
+let stopRequested = false;
+
+// Whitespace made visible where a token stands alone (shortlist, attention cells).
+function visible(text) {
+  if (text === '') return '∅';
+  return text.replace(/ /g, '␣').replace(/\n/g, '↵').replace(/\t/g, '⇥');
+}
+
+function setState(state, text) {
+  $('status').dataset.state = state;
+  $('status').textContent = text;
+}
+
+function showError(error) {
+  const message = error instanceof Error ? error.message : String(error);
+  $('error').textContent = message;
+  $('error').hidden = false;
+  setState('error', 'Error');
+}
+
+function clearError() {
+  $('error').hidden = true;
+  $('error').textContent = '';
+}
+
+function setRunning(on) {
+  running = on;
+  $('generate').disabled = on || model === null;
+  $('stop').disabled = !on;
+  $('prompt').readOnly = on;
+}
+
+function showDevice(device) {
+  const backend = $('backend');
+  backend.dataset.backend = device.backend;
+  backend.textContent = device.backend === 'webgpu' ? 'WebGPU'
+    : device.fallbackReason ? 'CPU (fallback)' : 'CPU';
+  $('adapter').textContent = device.adapter;
+  $('fallback-row').hidden = !device.fallbackReason;
+  $('fallback').textContent = device.fallbackReason ?? '';
+}
+
+function showModel(info) {
+  const mb = (info.bytes / 1e6).toFixed(1);
+  const millions = (info.parameters / 1e6).toFixed(2);
+  $('model-info').textContent = `${info.layers} layers × ${info.heads} heads × ${info.width}, ` +
+    `${millions} M parameters, ${mb} MB ${info.format}, ${info.tokenizer} tokenizer, ` +
+    `context ${info.context}`;
+  $('model-info').dataset.bytes = info.bytes;
+  for (const [select, count] of [[$('layer'), info.layers], [$('head'), info.heads]]) {
+    select.replaceChildren(...Array.from({ length: count }, (_, i) => new Option(String(i), i)));
+  }
+  $('layer').value = String(info.layers - 1);
+}
+
+function tokenSpan(token, pos, generated) {
+  const span = document.createElement('span');
+  span.className = generated ? 'tok gen' : 'tok prompt';
+  span.dataset.id = token.id;
+  span.dataset.pos = pos;
+  span.textContent = token.text;
+  return span;
+}
+
+function renderShortlist(step) {
+  $('shortlist').replaceChildren(...step.top.map((c) => {
+    const li = document.createElement('li');
+    li.dataset.id = c.id;
+    li.dataset.probability = c.probability;
+    if (c.id === step.id) {
+      li.classList.add('chosen');
+      li.setAttribute('aria-current', 'true');
+    }
+    const text = document.createElement('span');
+    text.className = 'cand';
+    text.textContent = visible(c.text);
+    const bar = document.createElement('span');
+    bar.className = 'bar';
+    bar.style.setProperty('--p', c.probability);
+    const p = document.createElement('span');
+    p.className = 'p';
+    p.textContent = `${(c.probability * 100).toFixed(1)}%`;
+    li.append(text, bar, p);
+    return li;
+  }));
+}
+
+function renderAttention(step) {
+  const a = step.attention;
+  const layer = Number($('layer').value), head = Number($('head').value);
+  const row = a.weights.subarray((layer * a.heads + head) * a.length, (layer * a.heads + head + 1) * a.length);
+  const max = row.reduce((m, w) => Math.max(m, w), 0) || 1;
+  const strip = $('attention');
+  strip.dataset.layer = layer;
+  strip.dataset.head = head;
+  strip.dataset.length = a.length;
+  strip.replaceChildren(...Array.from(row, (w, pos) => {
+    const cell = document.createElement('span');
+    cell.className = 'cell';
+    const token = tokens[pos];
+    cell.dataset.pos = pos;
+    if (token) cell.dataset.id = token.id;
+    cell.dataset.weight = w;
+    cell.style.setProperty('--w', w / max);
+    cell.textContent = token ? visible(token.text) : '?';
+    cell.title = `position ${pos}: ${(w * 100).toFixed(2)}%`;
+    return cell;
+  }));
+}
+
+function showStep(index) {
+  const step = steps[index];
+  if (!step) return;
+  const chosen = tokens[step.pos];
+  $('step-label').textContent = `${index + 1} of ${steps.length}: “${visible(chosen.text)}”`;
+  for (const el of $('output').querySelectorAll('.current')) el.classList.remove('current');
+  $('output').querySelector(`[data-pos="${step.pos}"]`)?.classList.add('current');
+  renderShortlist(step);
+  renderAttention(step);
+}
+
+function integerInput(id, name, min) {
+  const value = Number($(id).value);
+  if (!Number.isInteger(value) || value < min) throw new Error(`${name} must be an integer ≥ ${min}`);
+  return value;
+}
+
+async function generate() {
+  if (running || !model) return;
+  clearError();
+  let options, promptIds;
+  try {
+    const temperature = Number($('temperature').value);
+    if (!Number.isFinite(temperature) || temperature < 0) throw new Error('Temperature must be a number ≥ 0');
+    options = {
+      maxTokens: integerInput('max-tokens', 'Max tokens', 1),
+      greedy: $('greedy').checked,
+      temperature,
+      topK: integerInput('top-k', 'Top-k', 0),
+      topP: 1.0,
+      seed: integerInput('seed', 'Seed', 0),
+      topN: TOP_N,
+      attention: true,
+    };
+    promptIds = model.encode($('prompt').value);
+  } catch (e) {
+    showError(e);
+    return;
+  }
+
+  tokens = promptIds.map((id) => ({ id, text: model.decode([id]) }));
+  steps = [];
+  $('output').replaceChildren(...tokens.map((t, pos) => tokenSpan(t, pos, false)));
+  $('shortlist').replaceChildren();
+  $('attention').replaceChildren();
+  for (const id of ['prefill', 'first-token', 'tokens-per-second', 'token-count', 'stop-reason']) $(id).textContent = '–';
+  $('step-label').textContent = '–';
+  $('step').disabled = true;
+  stopRequested = false;
+  setRunning(true);
+  setState('generating', 'Generating…');
+
+  let firstMs = 0;
+  options.onToken = (step) => {
+    const slider = $('step');
+    // The panels follow the newest step unless the reader has moved the slider back.
+    const followLatest = slider.disabled || slider.value === slider.max;
+    const pos = tokens.length;
+    tokens.push({ id: step.id, text: step.text });
+    steps.push({ id: step.id, pos, top: step.top, attention: step.attention });
+    $('output').append(tokenSpan(tokens[pos], pos, true));
+    if (step.index === 0) {
+      firstMs = step.elapsedMs;
+      $('first-token').textContent = `${firstMs.toFixed(0)} ms`;
+    } else {
+      const rate = step.index * 1000 / (step.elapsedMs - firstMs);
+      $('tokens-per-second').textContent = rate.toFixed(1);
+    }
+    $('token-count').textContent = String(steps.length);
+    slider.max = String(steps.length - 1);
+    slider.disabled = false;
+    if (followLatest) {
+      slider.value = slider.max;
+      showStep(steps.length - 1);
+    }
+    return !stopRequested;
+  };
+
+  try {
+    const result = await model.generate($('prompt').value, options);
+    $('prefill').textContent = `${result.prefillMs.toFixed(1)} ms`;
+    if (steps.length > 1) $('tokens-per-second').textContent = result.tokensPerSecond.toFixed(1);
+    $('stop-reason').textContent = result.stopReason;
+    setState('done', `Done: ${result.ids.length} tokens`);
+  } catch (e) {
+    showError(e);
+  } finally {
+    setRunning(false);
+  }
+}
+
+async function start() {
+  const backend = params.get('backend') ?? 'auto';
+  if (!['auto', 'webgpu', 'cpu'].includes(backend)) {
+    throw new Error(`?backend= must be auto, webgpu or cpu, not "${backend}"`);
+  }
+  forge = await createForge({ backend });
+  showDevice(forge.device);
+  const progress = $('load-progress');
+  model = await forge.loadModel('/model/', {
+    checkpoint: params.get('checkpoint') ?? 'model.safetensors',
+    onProgress: (loaded, total) => {
+      progress.max = total || 1;
+      progress.value = loaded;
+    },
+  });
+  progress.hidden = true;
+  showModel(model.info);
+  setRunning(false);
+  setState('ready', 'Ready');
+}
+
+$('prompt-form').addEventListener('submit', (e) => {
+  e.preventDefault();
+  generate();
+});
+$('prompt-form').addEventListener('keydown', (e) => {
+  if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) {
+    e.preventDefault();
+    if (!$('generate').disabled) $('prompt-form').requestSubmit();
+  }
+});
+document.addEventListener('keydown', (e) => {
+  if (e.key === 'Escape' && running) stopRequested = true;
+});
+$('stop').addEventListener('click', () => { stopRequested = true; });
+$('step').addEventListener('input', () => showStep(Number($('step').value)));
+for (const id of ['layer', 'head']) {
+  $(id).addEventListener('change', () => showStep(Number($('step').value)));
+}
+window.addEventListener('pagehide', () => {
+  model?.dispose();
+  forge?.dispose();
+});
+
+start().catch(showError);
