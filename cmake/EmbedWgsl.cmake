@@ -1,15 +1,17 @@
 # The WebGPU backend: the webgpu.h include path, where Dawn is looked for at run time, and the
 # .wgsl kernels embedded into a generated C++ source at build time (so a binary carries them).
-set(FORGE_DAWN_INCLUDE ${PROJECT_SOURCE_DIR}/third_party/dawn/include)
-if(NOT EXISTS ${FORGE_DAWN_INCLUDE}/webgpu/webgpu.h)
-  message(FATAL_ERROR "third_party/dawn/include/webgpu/webgpu.h is missing: run scripts/setup.sh")
+if(NOT FORGE_WEB)  # the browser build uses Emscripten's own webgpu.h and no Dawn
+  set(FORGE_DAWN_INCLUDE ${PROJECT_SOURCE_DIR}/third_party/dawn/include)
+  if(NOT EXISTS ${FORGE_DAWN_INCLUDE}/webgpu/webgpu.h)
+    message(FATAL_ERROR "third_party/dawn/include/webgpu/webgpu.h is missing: run scripts/setup.sh")
+  endif()
+  # PUBLIC so tests can prove the ABI-compat header against the raw library.
+  target_include_directories(forge SYSTEM PUBLIC ${FORGE_DAWN_INCLUDE})
+  set_property(SOURCE ${PROJECT_SOURCE_DIR}/src/forge/backend/webgpu/dawn_loader.cpp APPEND PROPERTY
+    COMPILE_DEFINITIONS
+    FORGE_DAWN_DEFAULT_LIB="${PROJECT_SOURCE_DIR}/third_party/npm/node_modules/bun-webgpu-linux-x64/libwebgpu_wrapper.so"
+    FORGE_VULKAN_DEFAULT_LIB="${PROJECT_SOURCE_DIR}/third_party/vulkan/lib/libvulkan.so.1")
 endif()
-# PUBLIC so tests can prove the ABI-compat header against the raw library.
-target_include_directories(forge SYSTEM PUBLIC ${FORGE_DAWN_INCLUDE})
-set_property(SOURCE ${PROJECT_SOURCE_DIR}/src/forge/backend/webgpu/dawn_loader.cpp APPEND PROPERTY
-  COMPILE_DEFINITIONS
-  FORGE_DAWN_DEFAULT_LIB="${PROJECT_SOURCE_DIR}/third_party/npm/node_modules/bun-webgpu-linux-x64/libwebgpu_wrapper.so"
-  FORGE_VULKAN_DEFAULT_LIB="${PROJECT_SOURCE_DIR}/third_party/vulkan/lib/libvulkan.so.1")
 
 file(GLOB FORGE_WGSL CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/forge/backend/webgpu/kernels/*.wgsl)
 set(FORGE_WGSL_CPP ${CMAKE_BINARY_DIR}/generated/wgsl_sources.cpp)

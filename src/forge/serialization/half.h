@@ -2,11 +2,13 @@
 // NaN payloads included) is representable in f32, so these conversions lose nothing.
 #pragma once
 
-#include <bit>
 #include <cmath>
 #include <cstdint>
 
 namespace forge {
+
+// __builtin_bit_cast, not std::bit_cast: the wasm build's libc++ (Emscripten 3.1.6) lacks it.
+inline float float_from_bits(uint32_t bits) { return __builtin_bit_cast(float, bits); }
 
 /// IEEE 754 binary16: 1 sign, 5 exponent (bias 15), 10 mantissa bits.
 inline float f16_to_f32(uint16_t h) {
@@ -20,12 +22,12 @@ inline float f16_to_f32(uint16_t h) {
   }
   // Infinity and NaN keep an all-ones exponent and the payload; normals rebias 15 → 127.
   const uint32_t f32_exponent = exponent == 0x1fu ? 0xffu : exponent + (127 - 15);
-  return std::bit_cast<float>(sign | (f32_exponent << 23) | (mantissa << 13));
+  return float_from_bits(sign | (f32_exponent << 23) | (mantissa << 13));
 }
 
 /// bfloat16 is the top half of an f32.
 inline float bf16_to_f32(uint16_t b) {
-  return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
+  return float_from_bits(static_cast<uint32_t>(b) << 16);
 }
 
 }  // namespace forge

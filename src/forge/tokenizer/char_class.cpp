@@ -1,13 +1,36 @@
 #include "forge/tokenizer/char_class.h"
 
-#include <utf8proc.h>
-
 #include <map>
 #include <string>
+
+#ifdef FORGE_CHAR_CLASS_RANGES
+#include <algorithm>
+#include <iterator>
+#else
+#include <utf8proc.h>
+#endif
 
 namespace forge {
 namespace {
 
+#ifdef FORGE_CHAR_CLASS_RANGES
+// The wasm build has no libutf8proc: the same classes as sorted runs of code points, written
+// from the native classes by tools/char_class_table when scripts/build_web.sh runs.
+struct ClassRun {
+  char32_t first, last;
+  CharClass cls;
+};
+constexpr ClassRun kRuns[] = {
+#include FORGE_CHAR_CLASS_RANGES
+};
+
+CharClass classify(char32_t cp) {
+  const auto* run = std::upper_bound(std::begin(kRuns), std::end(kRuns), cp,
+                                     [](char32_t c, const ClassRun& r) { return c < r.first; });
+  if (run == std::begin(kRuns) || cp > std::prev(run)->last) return CharClass::kOther;
+  return std::prev(run)->cls;
+}
+#else
 struct Range {
   char32_t first, last;
 };
@@ -61,6 +84,7 @@ CharClass classify(char32_t cp) {
   if (in(std::begin(kNewNumbers), std::end(kNewNumbers), cp)) return CharClass::kNumber;
   return CharClass::kOther;
 }
+#endif  // FORGE_CHAR_CLASS_RANGES
 
 }  // namespace
 

@@ -85,6 +85,7 @@ void interleave_panels(float* dst, const float* src, int64_t ld, int64_t count, 
   }
 }
 
+#ifdef FORGE_AVX2
 // The transposes through 8×8 register transposes (the scalar loop writes with a stride and
 // costs several cycles per element); ragged panels take the scalar loop.
 FORGE_AVX2 void transpose_panel_a_avx2(float* dst, const float* src, int64_t ld, int64_t count,
@@ -123,6 +124,7 @@ FORGE_AVX2 void transpose_panel_b_avx2(float* dst, const float* src, int64_t ld,
     for (int64_t j = 0; j < kNR; ++j) dst[p * kNR + j] = src[j * ld + p];
   }
 }
+#endif  // FORGE_AVX2
 
 using TransposePanel = void (*)(float* dst, const float* src, int64_t ld, int64_t count,
                                 int64_t kc);
@@ -210,6 +212,7 @@ void micro_portable(int64_t kc, const float* ap, const float* bp, const Tile& t)
   store_tile(acc, t);
 }
 
+#ifdef FORGE_AVX2
 FORGE_AVX2 void micro_avx2(int64_t kc, const float* ap, const float* bp, const Tile& t) {
   // Every loop over acc is fully unrolled, so it lives in registers, never on the stack.
   __m256 acc[kMR][2];
@@ -252,6 +255,7 @@ FORGE_AVX2 void micro_avx2(int64_t kc, const float* ap, const float* bp, const T
     }
   }
 }
+#endif  // FORGE_AVX2
 
 // ---------------------------------------------------------------------------------------------
 // Matrix-vector kernels (m = 1), x contiguous [k]. Bound by reading b, so each reads b in
@@ -290,6 +294,7 @@ void gemv_n_portable(float* out, const float* x, const float* b, int64_t ldb, in
   }
 }
 
+#ifdef FORGE_AVX2
 /// Four accumulators hide the FMA latency.
 FORGE_AVX2 void gemv_t_avx2(float* out, const float* x, const float* b, int64_t ldb, int64_t k,
                             Range cols) {
@@ -329,6 +334,7 @@ FORGE_AVX2 void gemv_n_avx2(float* out, const float* x, const float* b, int64_t 
     for (; j < n; ++j) out[j] += x[p] * row[j];
   }
 }
+#endif  // FORGE_AVX2
 
 // ---------------------------------------------------------------------------------------------
 // Drivers.
@@ -340,11 +346,13 @@ struct Kernels {
   GemvN gemv_n;
 };
 
-Kernels kernels_for(Isa isa) {
+Kernels kernels_for([[maybe_unused]] Isa isa) {
+#ifdef FORGE_AVX2
   if (isa == Isa::Avx2) {
     return {micro_avx2, transpose_panel_a_avx2, transpose_panel_b_avx2, gemv_t_avx2,
             gemv_n_avx2};
   }
+#endif
   return {micro_portable, transpose_panel<kMR>, transpose_panel<kNR>, gemv_t_portable,
           gemv_n_portable};
 }

@@ -19,8 +19,9 @@ constexpr int64_t kGrain = int64_t{1} << 15;
 /// Rows per piece so that each piece touches at least kGrain floats.
 int64_t row_grain(int64_t c) { return std::max<int64_t>(1, kGrain / std::max<int64_t>(1, c)); }
 
-bool use_avx2() { return active_isa() == Isa::Avx2; }
+[[maybe_unused]] bool use_avx2() { return active_isa() == Isa::Avx2; }
 
+#ifdef FORGE_AVX2
 // gelu(x) = 0.5·x·(1 + tanh(z)) = x·σ(2z) = x / (1 + e^(−2z)),  z = √(2/π)·(x + 0.044715·x³).
 // One exp and one division per element, and no cancellation near zero as 1 + tanh has.
 FORGE_AVX2 void gelu_avx2(float* out, const float* x, int64_t n) {
@@ -119,6 +120,7 @@ FORGE_AVX2 uint32_t argmax_row_avx2(const float* x, int64_t n) {
   }
   return 0;
 }
+#endif  // FORGE_AVX2
 
 }  // namespace
 
@@ -136,51 +138,63 @@ void scale(ThreadPool& pool, float* out, const float* x, float s, int64_t n) {
 }
 
 void gelu(ThreadPool& pool, float* out, const float* x, int64_t n) {
+#ifdef FORGE_AVX2
   const bool avx2 = use_avx2();
+#endif
   pool.parallel_for(n, kGrain / 4, [&](int64_t begin, int64_t end) {
-    if (avx2) {
-      gelu_avx2(out + begin, x + begin, end - begin);
-    } else {
-      ref::gelu(out + begin, x + begin, end - begin);
-    }
+#ifdef FORGE_AVX2
+    if (avx2) return gelu_avx2(out + begin, x + begin, end - begin);
+#endif
+    ref::gelu(out + begin, x + begin, end - begin);
   });
 }
 
 void layernorm(ThreadPool& pool, float* out, const float* x, const float* weight,
                const float* bias, int64_t rows, int64_t c, float eps) {
+#ifdef FORGE_AVX2
   const bool avx2 = use_avx2();
+#endif
   pool.parallel_for(rows, row_grain(c), [&](int64_t begin, int64_t end) {
+#ifdef FORGE_AVX2
     if (avx2) {
-      layernorm_avx2(out + begin * c, x + begin * c, weight, bias, end - begin, c, eps);
-    } else {
-      ref::layernorm(out + begin * c, x + begin * c, weight, bias, end - begin, c, eps);
+      return layernorm_avx2(out + begin * c, x + begin * c, weight, bias, end - begin, c, eps);
     }
+#endif
+    ref::layernorm(out + begin * c, x + begin * c, weight, bias, end - begin, c, eps);
   });
 }
 
 void softmax_causal(ThreadPool& pool, float* out, const float* scores, int64_t b, int64_t t,
                     int64_t s, int64_t offset) {
+#ifdef FORGE_AVX2
   const bool avx2 = use_avx2();
+#endif
   pool.parallel_for(b * t, row_grain(s), [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       const int64_t diagonal = row % t + offset;  // last unmasked column of this row
+#ifdef FORGE_AVX2
       if (avx2) {
         softmax_row_avx2(out + row * s, scores + row * s, std::min(s, diagonal + 1), s);
-      } else {
-        ref::softmax_causal(out + row * s, scores + row * s, 1, 1, s, diagonal);
+        continue;
       }
+#endif
+      ref::softmax_causal(out + row * s, scores + row * s, 1, 1, s, diagonal);
     }
   });
 }
 
 void argmax(ThreadPool& pool, uint32_t* out, const float* x, int64_t r, int64_t n) {
+#ifdef FORGE_AVX2
   const bool avx2 = use_avx2();
+#endif
   pool.parallel_for(r, row_grain(n), [&](int64_t begin, int64_t end) {
-    if (!avx2) {
-      ref::argmax(out + begin, x + begin * n, end - begin, n);
+#ifdef FORGE_AVX2
+    if (avx2) {
+      for (int64_t i = begin; i < end; ++i) out[i] = argmax_row_avx2(x + i * n, n);
       return;
     }
-    for (int64_t i = begin; i < end; ++i) out[i] = argmax_row_avx2(x + i * n, n);
+#endif
+    ref::argmax(out + begin, x + begin * n, end - begin, n);
   });
 }
 

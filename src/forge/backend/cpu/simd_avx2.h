@@ -1,8 +1,10 @@
 // AVX2+FMA building blocks shared by the fast kernels. Each function carries the target
 // attribute itself, so only functions compiled for that target (and called after the run-time
-// check in isa.h) may use them.
+// check in isa.h) may use them. Off x86-64 (the wasm build) nothing here exists, FORGE_AVX2 is
+// undefined, and the kernels compile their portable path alone.
 #pragma once
 
+#if defined(__x86_64__)
 #include <immintrin.h>
 
 #define FORGE_AVX2 __attribute__((target("avx2,fma")))
@@ -73,3 +75,5 @@ FORGE_AVX2 inline void transpose8x8(__m256 r[8]) {
 }
 
 }  // namespace forge::cpu::avx2
+
+#endif  // __x86_64__

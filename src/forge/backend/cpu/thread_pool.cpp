@@ -37,6 +37,9 @@ thread_local bool inside_job = false;
 }  // namespace
 
 ThreadPool::ThreadPool(int threads) {
+#ifdef __EMSCRIPTEN__
+  threads = 1;  // the wasm build has no threads (they need a cross-origin-isolated page)
+#endif
   const int n = threads > 0 ? threads : default_threads();
   for (int i = 1; i < n; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }

@@ -1,0 +1,268 @@
+// The C functions web/forge.js calls (ccall), over the same library the native CLI uses.
+//
+// Conventions: handles are pointers; a function that fails returns 0 and leaves the forge::Error
+// message in forge_error(). Strings come back as UTF-8 JSON in one buffer that lives until the
+// next call. Functions that may wait on the GPU (model loading, generation) must be called with
+// ccall's {async: true}: their waits yield to the browser through Asyncify.
+#include <emscripten.h>
+
+#include <chrono>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "forge/core/backend.h"
+#include "forge/core/error.h"
+#include "forge/models/gpt2/gpt2.h"
+#include "forge/models/gpt2/sampler.h"
+#include "forge/tokenizer/tokenizer.h"
+
+namespace {
+
+using json = nlohmann::json;
+
+std::string g_error;
+std::string g_out;
+
+/// Runs fn, turning any exception into forge_error()'s message and `failed`.
+template <typename T, typename Fn>
+T guarded(T failed, Fn&& fn) {
+  try {
+    g_error.clear();
+    return fn();
+  } catch (const std::exception& e) {
+    g_error = e.what();
+  } catch (...) {
+    g_error = "unknown error";
+  }
+  return failed;
+}
+
+const char* out(const json& j) {
+  // Token text may hold part of a UTF-8 character (decode's bytes as they are): replace it.
+  g_out = j.dump(-1, ' ', false, json::error_handler_t::replace);
+  return g_out.c_str();
+}
+
+struct Runtime {
+  forge::Device device;
+  std::string adapter;
+};
+
+struct Model {
+  forge::Gpt2 gpt2;
+  std::unique_ptr<forge::Tokenizer> tokenizer;
+};
+
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+/// One token's text as a person would read it: a partial UTF-8 character becomes U+FFFD.
+std::string token_text(const forge::Tokenizer& tokenizer, uint32_t id) {
+  forge::StreamDecoder decoder(tokenizer);
+  std::string text = decoder.push(id);
+  return text + decoder.finish();
+}
+
+}  // namespace
+
+// forge.js sets Module.forgeOnStep before a generate call; returning 0 stops generation.
+EM_JS(int, forge_js_step, (const char* step_json, const float* attention, int count), {
+  return Module.forgeOnStep(UTF8ToString(step_json),
+                            HEAPF32.slice(attention >> 2, (attention >> 2) + count));
+});
+
+extern "C" {
+
+EMSCRIPTEN_KEEPALIVE const char* forge_error() {
+  return g_error.c_str();
+}
+
+/// backend: "cpu" (WebGPU comes from the device JS handed in, see browser_context.cpp).
+EMSCRIPTEN_KEEPALIVE Runtime* forge_runtime_create(const char* backend) {
+  return guarded<Runtime*>(nullptr, [&] {
+    const std::string want = backend;
+    FORGE_CHECK(want == "cpu", "backend '{}' is not built into this module", want);
+    return new Runtime{forge::Device::cpu(), "cpu (1 thread)"};
+  });
+}
+
+EMSCRIPTEN_KEEPALIVE const char* forge_runtime_adapter(Runtime* rt) {
+  return rt->adapter.c_str();
+}
+
+EMSCRIPTEN_KEEPALIVE void forge_runtime_free(Runtime* rt) {
+  delete rt;
+}
+
+/// Loads the model JS wrote into MEMFS under `dir` (config.json, the checkpoint, the vocabulary).
+EMSCRIPTEN_KEEPALIVE Model* forge_model_load(Runtime* rt, const char* dir) {
+  return guarded<Model*>(nullptr, [&] {
+    auto tokenizer = forge::Tokenizer::from_directory(dir);
+    forge::Gpt2 gpt2 = forge::Gpt2::load(dir, rt->device);
+    FORGE_CHECK(tokenizer->vocab_size() <= gpt2.config().vocab_size,
+                "the tokenizer in {} has {} tokens but the model only {}", dir,
+                tokenizer->vocab_size(), gpt2.config().vocab_size);
+    return new Model{std::move(gpt2), std::move(tokenizer)};
+  });
+}
+
+EMSCRIPTEN_KEEPALIVE void forge_model_free(Model* m) {
+  delete m;
+}
+
+EMSCRIPTEN_KEEPALIVE const char* forge_model_info(Model* m) {
+  return guarded<const char*>(nullptr, [&] {
+    const forge::Gpt2Config& c = m->gpt2.config();
+    return out({{"layers", c.n_layer},
+                {"heads", c.n_head},
+                {"width", c.n_embd},
+                {"context", c.n_ctx},
+                {"vocab", c.vocab_size},
+                {"parameters", m->gpt2.num_parameters()},
+                {"tokenizer", m->tokenizer->kind() == "char" ? "char" : "bpe"}});
+  });
+}
+
+/// UTF-8 bytes → JSON array of ids.
+EMSCRIPTEN_KEEPALIVE const char* forge_encode(Model* m, const char* text, int bytes) {
+  return guarded<const char*>(nullptr, [&] {
+    return out(m->tokenizer->encode(std::string_view(text, static_cast<size_t>(bytes))));
+  });
+}
+
+/// ids → JSON string of their text (valid UTF-8: partial characters become U+FFFD).
+EMSCRIPTEN_KEEPALIVE const char* forge_decode(Model* m, const uint32_t* ids, int count) {
+  return guarded<const char*>(nullptr, [&] {
+    forge::StreamDecoder decoder(*m->tokenizer);
+    std::string text;
+    for (int i = 0; i < count; ++i) text += decoder.push(ids[i]);
+    return out(text + decoder.finish());
+  });
+}
+
+/// Generates from prompt ids, calling forge_js_step once per token; the same steps as
+/// forge::generate (prefill, then one cached step per token, the same Sampler), so greedy ids
+/// equal the native CLI's. options: {maxTokens, greedy, temperature, topK, topP, seed, topN,
+/// attention}. Returns {ids, text, stopReason, prefillMs, decodeMs}.
+EMSCRIPTEN_KEEPALIVE const char* forge_generate(Model* m, const uint32_t* prompt_ids, int count,
+                                                const char* options_json) {
+  return guarded<const char*>(nullptr, [&]() -> const char* {
+    const forge::Gpt2& model = m->gpt2;
+    const forge::Gpt2Config& config = model.config();
+    const json o = json::parse(options_json);
+    const int64_t max_tokens = o.value("maxTokens", int64_t{64});
+    const int64_t top_n = o.value("topN", int64_t{8});
+    const bool want_attention = o.value("attention", true);
+    forge::SamplingOptions sampling;
+    sampling.greedy = o.value("greedy", false);
+    sampling.temperature = o.value("temperature", 1.0f);
+    sampling.top_k = o.value("topK", int64_t{0});
+    sampling.top_p = o.value("topP", 1.0f);
+    sampling.seed = o.value("seed", uint64_t{0});
+    const std::span<const uint32_t> prompt(prompt_ids, static_cast<size_t>(count));
+    FORGE_CHECK(!prompt.empty(), "empty prompt: give at least one token");
+    FORGE_CHECK(static_cast<int64_t>(prompt.size()) <= config.n_ctx,
+                "prompt of {} tokens exceeds the model's context of {} tokens", prompt.size(),
+                config.n_ctx);
+    FORGE_CHECK(max_tokens >= 0, "max tokens must be ≥ 0, got {}", max_tokens);
+    FORGE_CHECK(top_n >= 0, "topN must be ≥ 0, got {}", top_n);
+    model.check_ids(prompt);
+
+    forge::Sampler sampler(sampling);
+    forge::StreamDecoder decoder(*m->tokenizer);
+    const std::optional<uint32_t> eos = config.eos_token_id >= 0
+                                            ? std::optional<uint32_t>(config.eos_token_id)
+                                            : m->tokenizer->eos_id();
+    forge::KvCache cache = model.new_cache();
+    forge::AttentionTrace trace;
+    std::vector<float> attention;
+    std::vector<forge::TokenProbability> top;
+    const auto begin = std::chrono::steady_clock::now();
+    auto yielded = begin;
+
+    // One step's device work in one scope: the forward, the head, the shortlist, the choice and
+    // the newest row of every layer's attention.
+    const auto choose = [&](const forge::Tensor& hidden) {
+      const forge::Tensor logits =
+          model.logits_from_hidden(hidden.rows(hidden.dim(0) - 1, hidden.dim(0)));
+      top = top_n > 0 ? forge::top_probabilities(logits, top_n)
+                      : std::vector<forge::TokenProbability>{};
+      const uint32_t id = sampler.sample(logits);
+      attention.clear();
+      for (const forge::Tensor& layer : trace) {
+        const int64_t t = layer.dim(1), kv = layer.dim(2);
+        const std::vector<float> all = layer.to_floats();
+        for (int64_t h = 0; h < config.n_head; ++h) {
+          const float* row = all.data() + (h * t + t - 1) * kv;
+          attention.insert(attention.end(), row, row + kv);
+        }
+      }
+      return id;
+    };
+    forge::AttentionTrace* tracing = want_attention ? &trace : nullptr;
+    uint32_t id = 0;
+    {
+      forge::DispatchScope scope(model.device());
+      id = choose(model.prefill(cache, prompt, tracing));
+    }
+    const double prefill_ms = ms_since(begin);
+    const auto decode_start = std::chrono::steady_clock::now();
+
+    std::vector<uint32_t> ids;
+    std::string text;
+    const char* reason = "max_tokens";
+    while (static_cast<int64_t>(ids.size()) < max_tokens) {
+      if (eos && id == *eos) {
+        reason = "eos";
+        break;
+      }
+      ids.push_back(id);
+      const std::string piece = decoder.push(id);
+      text += piece;
+      json step_top = json::array();
+      for (const auto& t : top) {
+        step_top.push_back({{"id", t.id},
+                            {"text", token_text(*m->tokenizer, t.id)},
+                            {"probability", t.probability}});
+      }
+      json step = {{"index", ids.size() - 1},
+                   {"id", id},
+                   {"text", piece},
+                   {"top", step_top},
+                   {"elapsedMs", ms_since(begin)}};
+      if (want_attention) {
+        step["attention"] = {
+            {"layers", config.n_layer}, {"heads", config.n_head}, {"length", cache.length}};
+      }
+      if (!forge_js_step(out(step), attention.data(), static_cast<int>(attention.size()))) {
+        reason = "callback";
+        break;
+      }
+      if (static_cast<int64_t>(ids.size()) == max_tokens) break;
+      if (cache.length == config.n_ctx) {
+        reason = "context_full";
+        break;
+      }
+      // The CPU backend never waits, so let the page paint now and then.
+      if (ms_since(yielded) > 30.0) {
+        emscripten_sleep(0);
+        yielded = std::chrono::steady_clock::now();
+      }
+      forge::DispatchScope scope(model.device());
+      id = choose(model.hidden_step(cache, id, tracing));
+    }
+    text += decoder.finish();
+    return out({{"ids", ids},
+                {"text", text},
+                {"stopReason", reason},
+                {"prefillMs", prefill_ms},
+                {"decodeMs", ids.empty() ? 0.0 : ms_since(decode_start)}});
+  });
+}
+
+}  // extern "C"

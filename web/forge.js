@@ -1,0 +1,306 @@
+// Forge in the browser: the public ES-module API over forge_wasm (documented in README.md).
+//
+//   const forge = await createForge({ backend: 'auto' });
+//   const model = await forge.loadModel('/model/');
+//   const result = await model.generate('ROMEO:', { maxTokens: 64, onToken: (step) => {} });
+//
+// Every wasm call that may wait (loading, generating) goes through one queue: Asyncify runs one
+// suspended call at a time, so a second would corrupt the first.
+import createForgeWasm from './forge_wasm.js';
+
+const BACKENDS = ['auto', 'webgpu', 'cpu'];
+
+/** Asks the browser for a WebGPU device with every limit the adapter has. */
+async function requestWebGpu() {
+  if (typeof navigator === 'undefined' || !navigator.gpu) {
+    throw new Error('WebGPU is not available in this browser (navigator.gpu is missing)');
+  }
+  const adapter = await navigator.gpu.requestAdapter({ powerPreference: 'high-performance' });
+  if (!adapter) throw new Error('WebGPU is available but the browser offers no adapter');
+  const requiredLimits = {};
+  for (const name in adapter.limits) {
+    if (typeof adapter.limits[name] === 'number') requiredLimits[name] = adapter.limits[name];
+  }
+  const device = await adapter.requestDevice({ requiredLimits });
+  const info = adapter.info ?? (adapter.requestAdapterInfo ? await adapter.requestAdapterInfo() : {});
+  const name = info.description || [info.vendor, info.architecture].filter(Boolean).join(' ') ||
+               'WebGPU adapter';
+  return { device, name };
+}
+
+/** The char tokenizer's vocabulary maps single characters; GPT-2 BPE also needs merges.txt. */
+function isCharVocabulary(vocab) {
+  return Object.keys(vocab).every((key) => [...key].length === 1);
+}
+
+async function fetchOk(url) {
+  const response = await fetch(url);
+  if (!response.ok) throw new Error(`fetching ${url} failed: HTTP ${response.status}`);
+  return response;
+}
+
+/** The body's bytes, reporting (loaded, total) as they arrive. */
+async function fetchBytes(url, onProgress) {
+  const response = await fetchOk(url);
+  const total = Number(response.headers.get('content-length')) || 0;
+  if (!response.body || !onProgress) return new Uint8Array(await response.arrayBuffer());
+  const reader = response.body.getReader();
+  const chunks = [];
+  let loaded = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    chunks.push(value);
+    loaded += value.length;
+    onProgress(loaded, Math.max(total, loaded));
+  }
+  const bytes = new Uint8Array(loaded);
+  let at = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, at);
+    at += chunk.length;
+  }
+  return bytes;
+}
+
+class Native {
+  constructor(module) {
+    this.module = module;
+    this.queue = Promise.resolve();
+  }
+
+  /** Throws the native forge::Error when a call returned 0. */
+  check(result) {
+    if (!result) throw new Error(this.module.UTF8ToString(this.module._forge_error()));
+    return result;
+  }
+
+  /** A call returning JSON (or 0 on error). */
+  json(result) {
+    return JSON.parse(this.module.UTF8ToString(this.check(result)));
+  }
+
+  /** Copies bytes into wasm memory for the duration of fn(pointer). */
+  withBytes(bytes, fn) {
+    const ptr = this.module._malloc(Math.max(1, bytes.length));
+    try {
+      this.module.HEAPU8.set(bytes, ptr);
+      return fn(ptr);
+    } finally {
+      this.module._free(ptr);
+    }
+  }
+
+  async withBytesAsync(bytes, fn) {
+    const ptr = this.module._malloc(Math.max(1, bytes.length));
+    try {
+      this.module.HEAPU8.set(bytes, ptr);
+      return await fn(ptr);
+    } finally {
+      this.module._free(ptr);
+    }
+  }
+
+  cstring(text) {
+    return new TextEncoder().encode(`${text}\0`);
+  }
+
+  /** Runs an async native call after every earlier one has finished. */
+  serial(fn) {
+    const run = this.queue.then(fn, fn);
+    this.queue = run.catch(() => {});
+    return run;
+  }
+
+  callAsync(name, types, args) {
+    return this.module.ccall(name, 'number', types, args, { async: true });
+  }
+}
+
+let nextModelDir = 0;
+
+class Model {
+  constructor(native, handle, info) {
+    this.native = native;
+    this.handle = handle;
+    this.info = info;
+  }
+
+  alive() {
+    if (!this.handle) throw new Error('this model has been disposed');
+  }
+
+  /** Text → token ids. Throws on text that is not a well-formed string. */
+  encode(text) {
+    this.alive();
+    if (typeof text !== 'string') throw new Error(`encode needs a string, got ${typeof text}`);
+    if (text.isWellFormed && !text.isWellFormed()) {
+      throw new Error('text is not valid Unicode: it holds a lone UTF-16 surrogate');
+    }
+    const bytes = new TextEncoder().encode(text);
+    return this.native.withBytes(bytes, (ptr) =>
+      this.native.json(this.native.module._forge_encode(this.handle, ptr, bytes.length)));
+  }
+
+  /** Token ids → text (a partial UTF-8 character becomes U+FFFD). */
+  decode(ids) {
+    this.alive();
+    const words = Uint32Array.from(ids);
+    const bytes = new Uint8Array(words.buffer);
+    return this.native.withBytes(bytes, (ptr) =>
+      this.native.json(this.native.module._forge_decode(this.handle, ptr, words.length)));
+  }
+
+  async generate(prompt, options = {}) {
+    this.alive();
+    const { onToken, ...rest } = options;
+    const settings = {
+      maxTokens: 64, greedy: false, temperature: 1.0, topK: 0, topP: 1.0, seed: 0, topN: 8,
+      attention: true, ...rest,
+    };
+    const promptIds = this.encode(prompt);
+    return this.native.serial(async () => {
+      this.alive();
+      const native = this.native;
+      const module = native.module;
+      let callbackError = null;
+      module.forgeOnStep = (stepJson, weights) => {
+        const step = JSON.parse(stepJson);
+        if (step.attention) step.attention.weights = weights;
+        if (!onToken) return 1;
+        try {
+          return onToken(step) === false ? 0 : 1;
+        } catch (e) {
+          callbackError = e;
+          return 0;
+        }
+      };
+      const words = Uint32Array.from(promptIds);
+      const optionsBytes = native.cstring(JSON.stringify(settings));
+      try {
+        const result = await native.withBytesAsync(new Uint8Array(words.buffer), (ids) =>
+          native.withBytesAsync(optionsBytes, (opts) =>
+            native.callAsync('forge_generate', ['number', 'number', 'number', 'number'],
+                             [this.handle, ids, words.length, opts])));
+        if (callbackError) throw callbackError;
+        const out = native.json(result);
+        const decoded = out.ids.length - 1;
+        out.promptIds = promptIds;
+        out.tokensPerSecond = decoded > 0 && out.decodeMs > 0 ? (decoded * 1000) / out.decodeMs : 0;
+        return out;
+      } finally {
+        module.forgeOnStep = null;
+      }
+    });
+  }
+
+  dispose() {
+    if (!this.handle) return;
+    const handle = this.handle;
+    this.handle = 0;
+    this.native.serial(() => this.native.module._forge_model_free(handle));
+  }
+}
+
+class Forge {
+  constructor(native, runtime, device) {
+    this.native = native;
+    this.runtime = runtime;
+    this.device = device;
+  }
+
+  /**
+   * Fetches a model directory (config.json, the checkpoint, vocab.json and, for GPT-2 BPE,
+   * merges.txt) and loads it. onProgress(loaded, total) follows the checkpoint's bytes.
+   */
+  async loadModel(url, options = {}) {
+    if (!this.runtime) throw new Error('this Forge has been disposed');
+    const { checkpoint = 'model.safetensors', onProgress } = options;
+    if (checkpoint !== 'model.safetensors' && checkpoint !== 'model.compact') {
+      throw new Error(`checkpoint must be 'model.safetensors' or 'model.compact', got '${checkpoint}'`);
+    }
+    const base = url.endsWith('/') ? url : `${url}/`;
+    const vocabText = await (await fetchOk(`${base}vocab.json`)).text();
+    let vocab;
+    try {
+      vocab = JSON.parse(vocabText);
+    } catch (e) {
+      throw new Error(`${base}vocab.json is not JSON: ${e.message}`);
+    }
+    const files = {
+      'config.json': new Uint8Array(await (await fetchOk(`${base}config.json`)).arrayBuffer()),
+      'vocab.json': new TextEncoder().encode(vocabText),
+    };
+    if (!isCharVocabulary(vocab)) {
+      files['merges.txt'] = new Uint8Array(await (await fetchOk(`${base}merges.txt`)).arrayBuffer());
+    }
+    files[checkpoint] = await fetchBytes(`${base}${checkpoint}`, onProgress);
+    const bytes = files[checkpoint].length;
+
+    const native = this.native;
+    const { FS } = native.module;
+    const dir = `/models/${nextModelDir++}`;
+    return native.serial(async () => {
+      FS.mkdirTree(dir);
+      try {
+        for (const [name, data] of Object.entries(files)) FS.writeFile(`${dir}/${name}`, data);
+        const path = native.cstring(dir);
+        const handle = await native.withBytesAsync(path, (ptr) =>
+          native.callAsync('forge_model_load', ['number', 'number'], [this.runtime, ptr]));
+        if (!handle) {
+          // Name the URL, not the in-memory file the native loader read.
+          const message = native.module.UTF8ToString(native.module._forge_error());
+          throw new Error(message.replaceAll(`${dir}/`, base));
+        }
+        const info = native.json(native.module._forge_model_info(handle));
+        info.bytes = bytes;
+        info.format = checkpoint === 'model.compact' ? 'compact' : 'safetensors';
+        return new Model(native, handle, info);
+      } finally {
+        // The weights now live in tensors; the file copies would only double the memory.
+        for (const name of Object.keys(files)) FS.unlink(`${dir}/${name}`);
+        FS.rmdir(dir);
+      }
+    });
+  }
+
+  dispose() {
+    if (!this.runtime) return;
+    const runtime = this.runtime;
+    this.runtime = 0;
+    this.native.serial(() => this.native.module._forge_runtime_free(runtime));
+  }
+}
+
+/**
+ * Starts Forge. backend: 'auto' (WebGPU when the browser gives an adapter, else the CPU),
+ * 'webgpu' (rejects without one) or 'cpu'. wasmBinary: the module's bytes, for hosts without
+ * fetch of file URLs (node); a browser leaves it out.
+ */
+export async function createForge(options = {}) {
+  const { backend = 'auto', wasmBinary } = options;
+  if (!BACKENDS.includes(backend)) {
+    throw new Error(`backend must be one of ${BACKENDS.join(', ')}, got '${backend}'`);
+  }
+  let gpu = null;
+  let fallbackReason = null;
+  if (backend !== 'cpu') {
+    try {
+      gpu = await requestWebGpu();
+    } catch (e) {
+      if (backend === 'webgpu') throw e;
+      fallbackReason = e.message;
+    }
+  }
+  const module = await createForgeWasm({
+    ...(wasmBinary ? { wasmBinary } : {}),
+    ...(gpu ? { preinitializedWebGPUDevice: gpu.device, forgeAdapterName: gpu.name } : {}),
+  });
+  const native = new Native(module);
+  const kind = gpu ? 'webgpu' : 'cpu';
+  const runtime = native.check(await native.serial(() =>
+    native.withBytesAsync(native.cstring(kind), (ptr) =>
+      native.callAsync('forge_runtime_create', ['number'], [ptr]))));
+  const adapter = module.UTF8ToString(module._forge_runtime_adapter(runtime));
+  return new Forge(native, runtime, { backend: kind, adapter, fallbackReason });
+}
