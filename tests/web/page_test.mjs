@@ -1,0 +1,143 @@
+// The "Watch it think" page in headless Chromium against a real `forge serve`, asserted on what
+// a person sees: greedy tokens identical to native `forge generate`, attention rows that sum to
+// 1, a sorted shortlist of probabilities, the backend named (WebGPU via SwiftShader, then the CPU
+// fallback with its reason), a clear error for an over-long prompt, no console error and no
+// failed request. Writes a screenshot to $FORGE_ARTIFACT_DIR.
+//
+// Exit status: 0 pass, 1 fail, 77 skip (no chromium or playwright-core, unless
+// FORGE_TEST_REQUIRE_WEBGPU=1, when their absence is a failure).
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { env, loadPlaywright, nativeGenerate, openBrowser, loadPage, generateOnPage,
+         startServer, waitForState, SKIP } from './harness.mjs';
+
+const PROMPT = 'Mr. Speaker, the state of the Union ';
+const TOKENS = 40;
+const artifacts = process.env.FORGE_ARTIFACT_DIR ?? join(env.cli, '..', 'artifacts');
+
+setTimeout(() => {
+  console.error('page_test: FAIL: the whole test took more than 15 minutes');
+  process.exit(1);
+}, 15 * 60_000).unref();
+
+const chromium = loadPlaywright();
+if (!chromium || !existsSync(env.chromium)) {
+  const what = !chromium ? `playwright-core (${env.playwright})` : `Chromium (${env.chromium})`;
+  const required = process.env.FORGE_TEST_REQUIRE_WEBGPU === '1';
+  console.error(`page_test: ${required ? 'FAIL' : 'SKIP'}: ${what} is missing: run scripts/setup.sh`);
+  process.exit(required ? 1 : SKIP);
+}
+assert.ok(existsSync(join(env.site, 'index.html')), `no site in ${env.site}: run scripts/build_web.sh`);
+
+async function checkPanels(page, promptLength, lastId) {
+  // The shortlist of the newest step: best first, probabilities in (0, 1], greedy took the top.
+  const shortlist = await page.$$eval('#shortlist li', (rows) => rows.map((r) => ({
+    id: Number(r.dataset.id), p: Number(r.dataset.probability), chosen: r.classList.contains('chosen'),
+  })));
+  assert.ok(shortlist.length >= 2, `shortlist has ${shortlist.length} rows`);
+  for (const [i, row] of shortlist.entries()) {
+    assert.ok(row.p > 0 && row.p <= 1, `shortlist probability ${row.p} is outside (0, 1]`);
+    if (i > 0) assert.ok(row.p <= shortlist[i - 1].p, `shortlist is not sorted at row ${i}`);
+  }
+  assert.equal(shortlist[0].id, lastId, 'greedy did not take the top of the shortlist');
+  assert.ok(shortlist[0].chosen, 'the chosen token is not marked in the shortlist');
+  assert.ok(shortlist.reduce((s, r) => s + r.p, 0) <= 1 + 1e-5, 'shortlist probabilities sum past 1');
+
+  // Attention of the newest token, for every layer and head the selects offer.
+  const layers = await page.$$eval('#layer option', (o) => o.map((x) => x.value));
+  const heads = await page.$$eval('#head option', (o) => o.map((x) => x.value));
+  assert.ok(layers.length > 0 && heads.length > 0, 'no layer or head to pick');
+  for (const layer of layers) {
+    for (const head of heads) {
+      await page.selectOption('#layer', layer);
+      await page.selectOption('#head', head);
+      const strip = await page.$eval('#attention', (el) => ({
+        layer: el.dataset.layer, head: el.dataset.head,
+        weights: [...el.querySelectorAll('.cell')].map((c) => Number(c.dataset.weight)),
+      }));
+      assert.deepEqual([strip.layer, strip.head], [layer, head], 'the strip did not follow the pickers');
+      assert.equal(strip.weights.length, promptLength + TOKENS - 1,
+                   'the newest token should attend over the prompt and every earlier generated token');
+      const sum = strip.weights.reduce((s, w) => s + w, 0);
+      assert.ok(Math.abs(sum - 1) <= 1e-3, `attention row of layer ${layer} head ${head} sums to ${sum}`);
+      assert.ok(strip.weights.every((w) => w >= 0 && w <= 1), 'attention weight outside [0, 1]');
+    }
+  }
+  // Step 1 (keyboard on the slider) looked over the prompt alone.
+  await page.focus('#step');
+  await page.keyboard.press('Home');
+  assert.equal(await page.getAttribute('#attention', 'data-length'), String(promptLength));
+  await page.keyboard.press('End');
+  assert.equal(await page.getAttribute('#attention', 'data-length'), String(promptLength + TOKENS - 1));
+}
+
+async function runCase(server, { webgpu, native }) {
+  const name = webgpu ? 'WebGPU' : 'CPU fallback';
+  const browser = await openBrowser(chromium, { webgpu });
+  try {
+    const { page, problems } = browser;
+    const shown = await loadPage(page, server.url);
+    if (webgpu) {
+      assert.equal(shown.backend, 'webgpu', `auto did not pick WebGPU: ${shown.backendText} (${shown.fallback})`);
+      assert.match(shown.backendText, /WebGPU/);
+      assert.match(shown.adapter, /\S/, 'no adapter name shown');
+    } else {
+      assert.equal(shown.backend, 'cpu');
+      assert.match(shown.backendText, /CPU/);
+      assert.match(shown.fallback ?? '', /WebGPU/, 'the page does not say why it fell back to the CPU');
+    }
+    assert.match(shown.model, /4 layers × 4 heads × 256/);
+
+    const out = await generateOnPage(page, PROMPT, TOKENS);
+    assert.deepEqual(out.promptIds, native.prompt_ids, 'the page tokenized the prompt differently');
+    assert.deepEqual(out.ids, native.ids, `${name}: greedy ids differ from native forge generate`);
+    assert.equal(out.text, native.text);
+    await checkPanels(page, native.prompt_ids.length, native.ids.at(-1));
+    assert.match(out.prefill, /ms$/);
+    assert.ok(Number(out.tokensPerSecond) > 0, `tokens/s shows ${out.tokensPerSecond}`);
+
+    mkdirSync(artifacts, { recursive: true });
+    const shot = join(artifacts, webgpu ? 'page.png' : 'page-cpu.png');
+    await page.screenshot({ path: shot, fullPage: true });
+
+    if (!webgpu) {
+      // An over-long prompt is refused with the native message, shown on the page.
+      await page.fill('#prompt', 'x'.repeat(300));
+      await page.click('#generate');
+      await waitForState(page, ['error'], 60_000);
+      assert.match(await page.textContent('#error'), /exceeds the model's context of 256 tokens/);
+    }
+    assert.deepEqual(problems, [], `${name}: the page logged errors or failed requests`);
+    console.log(`page_test: ${name} ok: ${shown.adapter}; ${out.ids.length} tokens, prefill ${out.prefill}, ` +
+                `first token ${out.firstToken}, ${out.tokensPerSecond} tokens/s; screenshot ${shot}`);
+  } finally {
+    await browser.close();
+  }
+}
+
+let server = null;
+let failed = false;
+const fail = (e) => {
+  failed = true;
+  console.error(`page_test: FAIL: ${e.stack ?? e.message}`);
+  if (server) console.error(`forge serve said:\n${server.log()}`);
+};
+try {
+  const native = await nativeGenerate(PROMPT, TOKENS);
+  assert.equal(native.ids.length, TOKENS, 'native generation stopped early: pick another prompt');
+  server = await startServer();
+  // Each case reports on its own, so a WebGPU failure still shows how the CPU fallback fared.
+  for (const webgpu of [true, false]) await runCase(server, { webgpu, native }).catch(fail);
+} catch (e) {
+  fail(e);
+} finally {
+  if (server) {
+    const code = await server.stop();
+    if (code !== 0) {
+      failed = true;
+      console.error(`page_test: FAIL: forge serve exited with ${code} on SIGTERM`);
+    }
+  }
+}
+process.exit(failed ? 1 : 0);
