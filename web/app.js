@@ -6,6 +6,10 @@ import { createForge } from './forge.js';
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
 const TOP_N = 8;
+const STOP_REASONS = {
+  max_tokens: 'max tokens', eos: 'end of text', context_full: 'context full', callback: 'stopped',
+  stop_string: 'stop text',
+};
 
 let forge = null;
 let model = null;
@@ -168,6 +172,7 @@ async function generate() {
   $('shortlist').replaceChildren();
   $('attention').replaceChildren();
   for (const id of ['prefill', 'first-token', 'tokens-per-second', 'token-count', 'stop-reason']) $(id).textContent = '–';
+  delete $('stop-reason').dataset.reason;
   $('step-label').textContent = '–';
   $('step').disabled = true;
   stopRequested = false;
@@ -204,7 +209,8 @@ async function generate() {
     const result = await model.generate($('prompt').value, options);
     $('prefill').textContent = `${result.prefillMs.toFixed(1)} ms`;
     if (steps.length > 1) $('tokens-per-second').textContent = result.tokensPerSecond.toFixed(1);
-    $('stop-reason').textContent = result.stopReason;
+    $('stop-reason').textContent = STOP_REASONS[result.stopReason] ?? result.stopReason;
+    $('stop-reason').dataset.reason = result.stopReason;
     setState('done', `Done: ${result.ids.length} tokens`);
   } catch (e) {
     showError(e);

@@ -101,6 +101,18 @@ async function runCase(server, { webgpu, native }) {
     const shot = join(artifacts, webgpu ? 'page.png' : 'page-cpu.png');
     await page.screenshot({ path: shot, fullPage: true });
 
+    // Tokens stream: Stop, clicked once the first token shows, ends a long generation early.
+    // (200 tokens fit the context after the prompt, so only Stop can end it early.)
+    await page.fill('#max-tokens', '200');
+    await page.click('#generate');
+    await page.waitForSelector('#output .tok.gen', { timeout: 60_000 });
+    await page.click('#stop');
+    await waitForState(page, ['done'], 120_000);
+    const streamed = await page.$$eval('#output .tok.gen', (spans) => spans.length);
+    assert.ok(streamed >= 1 && streamed < 200, `Stop left ${streamed} of 200 tokens`);
+    assert.equal(await page.getAttribute('#stop-reason', 'data-reason'), 'callback');
+    assert.equal((await page.textContent('#stop-reason')).trim(), 'stopped');
+
     if (!webgpu) {
       // An over-long prompt is refused with the native message, shown on the page.
       await page.fill('#prompt', 'x'.repeat(300));
