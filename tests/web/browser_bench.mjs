@@ -37,7 +37,7 @@ for (const backend of ['cpu', 'webgpu']) {
 const server = await startServer();
 try {
   for (const webgpu of [true, false]) {
-    const browser = await openBrowser(chromium, { webgpu });
+    const browser = await openBrowser(chromium, { webgpu, origin: server.url });
     try {
       const shown = await loadPage(browser.page, server.url);
       const runs = [];

@@ -96,9 +96,10 @@ function chromiumArgs(webgpu) {
 
 /**
  * A fresh headless Chromium profile and page, recording every console error, page error,
- * failed request and HTTP error status. close() removes the profile.
+ * failed request, HTTP error status and request to anywhere but `origin`. close() removes the
+ * profile.
  */
-export async function openBrowser(chromium, { webgpu }) {
+export async function openBrowser(chromium, { webgpu, origin }) {
   const profile = mkdtempSync(join(tmpdir(), 'forge-chromium-'));
   const context = await withTimeout(chromium.launchPersistentContext(profile, {
     executablePath: env.chromium,
@@ -114,6 +115,10 @@ export async function openBrowser(chromium, { webgpu }) {
   page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
   page.on('requestfailed', (r) => problems.push(`failed request: ${r.url()} (${r.failure()?.errorText})`));
   page.on('response', (r) => { if (r.status() >= 400) problems.push(`HTTP ${r.status()}: ${r.url()}`); });
+  // The page must work offline: nothing but the server it came from (and data: URLs).
+  page.on('request', (r) => {
+    if (!r.url().startsWith(origin) && !r.url().startsWith('data:')) problems.push(`off-site request: ${r.url()}`);
+  });
   return {
     page,
     problems,

@@ -74,7 +74,7 @@ async function checkPanels(page, promptLength, lastId) {
 
 async function runCase(server, { webgpu, native }) {
   const name = webgpu ? 'WebGPU' : 'CPU fallback';
-  const browser = await openBrowser(chromium, { webgpu });
+  const browser = await openBrowser(chromium, { webgpu, origin: server.url });
   try {
     const { page, problems } = browser;
     const shown = await loadPage(page, server.url);
