@@ -160,6 +160,7 @@ void run_serve(const ServeArgs& args) {
                    res.status);
   });
 
+  StopOnSignal stop(server);  // before the URL is printed: from then on a signal is a clean stop
   int port = args.port;
   if (port == 0) {
     port = server.bind_to_any_port(args.host);
@@ -176,7 +177,6 @@ void run_serve(const ServeArgs& args) {
               site.c_str(), model.c_str());
   std::fflush(stdout);
 
-  StopOnSignal stop(server);
   const bool ok = server.listen_after_bind();
   FORGE_CHECK(ok || stop.caught() != 0, "the server on {}:{} stopped unexpectedly", args.host,
               port);
