@@ -27,20 +27,26 @@ if(NOT FORGE_CHAR_CLASS_RANGES OR NOT EXISTS ${FORGE_CHAR_CLASS_RANGES})
 endif()
 
 file(GLOB_RECURSE FORGE_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/forge/*.cpp)
-list(FILTER FORGE_SOURCES EXCLUDE REGEX "/(dawn_context|dawn_loader)\\.cpp$|/train/|/webgpu/")
+list(FILTER FORGE_SOURCES EXCLUDE REGEX "/(dawn_context|dawn_loader)\\.cpp$|/train/")
 add_library(forge STATIC ${FORGE_SOURCES})
 target_include_directories(forge PUBLIC ${PROJECT_SOURCE_DIR}/src)
 target_include_directories(forge SYSTEM PUBLIC ${FORGE_HOST_INCLUDE})
 target_compile_definitions(forge PUBLIC FMT_HEADER_ONLY)
 target_link_libraries(forge PRIVATE forge_warnings)
+include(cmake/EmbedWgsl.cmake)
 set_property(SOURCE ${PROJECT_SOURCE_DIR}/src/forge/tokenizer/char_class.cpp APPEND PROPERTY
              COMPILE_DEFINITIONS FORGE_CHAR_CLASS_RANGES="${FORGE_CHAR_CLASS_RANGES}")
 
 add_executable(forge_wasm ${PROJECT_SOURCE_DIR}/apps/web/wasm_api.cpp)
 target_link_libraries(forge_wasm PRIVATE forge forge_warnings)
 # Asyncify lets a C++ wait (a WebGPU readback) yield to the browser's event loop, so the one
-# runtime serves both backends; its data stack must hold the deepest such wait.
+# runtime serves both backends; its data stack must hold the deepest such wait. The imports
+# that suspend are web/forge_webgpu_fixes.js's waits.
+set(FORGE_WEB_JS_LIBRARY ${PROJECT_SOURCE_DIR}/web/forge_webgpu_fixes.js)
+set_property(TARGET forge_wasm APPEND PROPERTY LINK_DEPENDS ${FORGE_WEB_JS_LIBRARY})
 target_link_options(forge_wasm PRIVATE
+  -sUSE_WEBGPU=1 --js-library=${FORGE_WEB_JS_LIBRARY}
+  "-sASYNCIFY_IMPORTS=['forge_gpu_map_read','forge_gpu_pop_error_scope','forge_gpu_queue_done']"
   -sMODULARIZE=1 -sEXPORT_ES6=1 -sEXPORT_NAME=createForgeWasm -sENVIRONMENT=web,worker
   -sALLOW_MEMORY_GROWTH=1 -sINITIAL_MEMORY=64MB -sMAXIMUM_MEMORY=4GB
   -sASYNCIFY=1 -sASYNCIFY_STACK_SIZE=65536

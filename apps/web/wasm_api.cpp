@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "forge/backend/webgpu/webgpu_backend.h"
 #include "forge/core/backend.h"
 #include "forge/core/error.h"
 #include "forge/models/gpt2/gpt2.h"
@@ -82,12 +83,15 @@ EMSCRIPTEN_KEEPALIVE const char* forge_error() {
   return g_error.c_str();
 }
 
-/// backend: "cpu" (WebGPU comes from the device JS handed in, see browser_context.cpp).
+/// backend: "cpu", or "webgpu" on the device JS handed in (browser_context.cpp).
 EMSCRIPTEN_KEEPALIVE Runtime* forge_runtime_create(const char* backend) {
   return guarded<Runtime*>(nullptr, [&] {
     const std::string want = backend;
-    FORGE_CHECK(want == "cpu", "backend '{}' is not built into this module", want);
-    return new Runtime{forge::Device::cpu(), "cpu (1 thread)"};
+    if (want == "cpu") return new Runtime{forge::Device::cpu(), "cpu (1 thread)"};
+    FORGE_CHECK(want == "webgpu", "backend must be cpu or webgpu, got '{}'", want);
+    forge::Device device = forge::make_webgpu_device(forge::WebGpuOptions{});
+    const std::string adapter = forge::webgpu_context(device)->adapter().name;
+    return new Runtime{std::move(device), adapter};
   });
 }
 
