@@ -39,7 +39,8 @@ ninja -C "$build" -j "${FORGE_BUILD_JOBS:-$(nproc)}" forge_wasm
 rm -rf "$build/site.new"
 mkdir -p "$build/site.new"
 cp -R "$root/web/." "$build/site.new/"
-rm "$build/site.new/forge_webgpu_fixes.js"  # linked into forge_wasm.js, not served
+# Linked into forge_wasm.js, and documentation: not served.
+rm "$build/site.new/forge_webgpu_fixes.js" "$build/site.new/README.md"
 cp "$build/forge_wasm.js" "$build/forge_wasm.wasm" "$build/site.new/"
 rm -rf "$build/site"
 mv "$build/site.new" "$build/site"
