@@ -27,7 +27,9 @@ void add_common_options(CLI::App& command, CommonOptions& options) {
 
 void add_model_option(CLI::App& command, std::string& model_dir) {
   model_dir = FORGE_DEFAULT_MODEL;
-  command.add_option("--model", model_dir, "model directory (config.json, model.safetensors)")
+  command
+      .add_option("--model", model_dir,
+                  "model directory (config.json, model.safetensors or model.compact)")
       ->capture_default_str();
 }
 

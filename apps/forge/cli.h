@@ -48,6 +48,7 @@ void register_tokenize(CLI::App& app);
 void register_info(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_train(CLI::App& app);
+void register_convert(CLI::App& app);
 void register_serve(CLI::App& app);
 
 }  // namespace forge::cli

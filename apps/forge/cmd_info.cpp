@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "forge/backend/webgpu/webgpu_backend.h"
 #include "forge/models/gpt2/config.h"
+#include "forge/serialization/compact.h"
 
 namespace forge::cli {
 namespace {
@@ -50,7 +51,7 @@ void run_info(const InfoArgs& args) {
   if (std::filesystem::exists(args.model_dir + "/config.json")) {
     const Gpt2Config c = Gpt2Config::from_json_file(args.model_dir + "/config.json");
     const LoadedModel loaded = load_model(args.model_dir, Device::cpu(), args.common.json());
-    const auto weights = std::filesystem::path(args.model_dir) / "model.safetensors";
+    const std::string weights = Gpt2::checkpoint_path(args.model_dir);
     out["model"] = {{"dir", args.model_dir},
                     {"parameters", loaded.model->num_parameters()},
                     {"n_layer", c.n_layer},
@@ -59,6 +60,7 @@ void run_info(const InfoArgs& args) {
                     {"n_ctx", c.n_ctx},
                     {"vocab_size", c.vocab_size},
                     {"size_bytes", std::filesystem::file_size(weights)},
+                    {"format", checkpoint_format_name(detect_checkpoint_format(weights))},
                     {"tokenizer", loaded.tokenizer ? loaded.tokenizer->kind() : "none"}};
   }
   if (args.common.json()) {
@@ -73,7 +75,8 @@ void run_info(const InfoArgs& args) {
                 m["n_layer"].get<long long>(), m["n_head"].get<long long>(),
                 m["n_embd"].get<long long>(), m["n_ctx"].get<long long>(),
                 m["vocab_size"].get<long long>());
-    std::printf("on disk    %.2f MB\n", m["size_bytes"].get<double>() / 1e6);
+    std::printf("on disk    %.2f MB (%s)\n", m["size_bytes"].get<double>() / 1e6,
+                m["format"].get<std::string>().c_str());
     std::printf("tokenizer  %s\n", m["tokenizer"].get<std::string>().c_str());
   } else {
     std::printf("model      (none at %s)\n", args.model_dir.c_str());

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   forge::cli::register_info(app);
   forge::cli::register_bench(app);
   forge::cli::register_train(app);
+  forge::cli::register_convert(app);
   forge::cli::register_serve(app);
   try {
     app.parse(argc, argv);

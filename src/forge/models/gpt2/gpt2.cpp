@@ -6,6 +6,7 @@
 #include "forge/core/dropout.h"
 #include "forge/core/error.h"
 #include "forge/core/random.h"
+#include "forge/serialization/compact.h"
 #include "forge/serialization/file_io.h"
 #include "forge/serialization/safetensors.h"
 
@@ -58,13 +59,28 @@ constexpr const char* kPrefix = "transformer.";
 Gpt2 Gpt2::load(const std::string& dir, const Device& device, const LoadProgress& progress) {
   FORGE_CHECK(std::filesystem::is_directory(dir), "model directory {} does not exist", dir);
   const Gpt2Config config = Gpt2Config::from_json_file(dir + "/config.json");
-  return from_safetensors(config, dir + "/model.safetensors", device, progress);
+  return from_checkpoint(config, checkpoint_path(dir), device, progress);
 }
 
-Gpt2 Gpt2::from_safetensors(const Gpt2Config& config, const std::string& path,
-                            const Device& device, const LoadProgress& progress) {
+std::string Gpt2::checkpoint_path(const std::string& dir) {
+  const std::string safetensors = dir + "/model.safetensors";
+  const std::string compact = dir + "/model.compact";
+  if (std::filesystem::exists(safetensors) || !std::filesystem::exists(compact))
+    return safetensors;
+  return compact;
+}
+
+Gpt2 Gpt2::from_checkpoint(const Gpt2Config& config, const std::string& path,
+                           const Device& device, const LoadProgress& progress) {
+  if (detect_checkpoint_format(path) == CheckpointFormat::Compact)
+    return from_compact(config, CompactCheckpoint::open(path), device, progress);
+  return from_safetensors(config, path, device, progress);
+}
+
+template <typename File>
+Gpt2 Gpt2::from_file(const Gpt2Config& config, const File& file, const std::string& path,
+                     const Device& device, const LoadProgress& progress) {
   config.validate();
-  const SafetensorsFile file = SafetensorsFile::open(path);
   Gpt2 model(config, device);
   model.blocks_.resize(config.n_layer);
   model.ln_f_.eps = config.layer_norm_epsilon;
@@ -75,17 +91,26 @@ Gpt2 Gpt2::from_safetensors(const Gpt2Config& config, const std::string& path,
     const std::string prefixed = kPrefix + spec.name;
     const std::string& name = file.contains(prefixed) ? prefixed : spec.name;
     FORGE_CHECK(file.contains(name), "{}: missing tensor {} (or {})", path, spec.name, prefixed);
-    const SafetensorsEntry& entry = file.entry(name);
-    FORGE_CHECK(entry.shape == spec.shape,
-                "{}: tensor {} has shape {}, but the config needs {}", path, name,
-                entry.shape.str(), spec.shape.str());
+    const Shape& shape = file.entry(name).shape;
+    FORGE_CHECK(shape == spec.shape, "{}: tensor {} has shape {}, but the config needs {}", path,
+                name, shape.str(), spec.shape.str());
     Tensor t = file.read(name, device);
     FORGE_CHECK(t.dtype() == DType::F32, "{}: tensor {} must be a float tensor, got {}", path,
-                name, entry.dtype);
+                name, dtype_name(t.dtype()));
     *spec.slot = std::move(t);
     if (progress) progress(static_cast<int64_t>(i + 1), static_cast<int64_t>(specs.size()));
   }
   return model;
+}
+
+Gpt2 Gpt2::from_safetensors(const Gpt2Config& config, const std::string& path,
+                            const Device& device, const LoadProgress& progress) {
+  return from_file(config, SafetensorsFile::open(path), path, device, progress);
+}
+
+Gpt2 Gpt2::from_compact(const Gpt2Config& config, const CompactCheckpoint& file,
+                        const Device& device, const LoadProgress& progress) {
+  return from_file(config, file, file.origin(), device, progress);
 }
 
 Gpt2 Gpt2::init_random(const Gpt2Config& config, uint64_t seed, const Device& device) {

@@ -13,6 +13,8 @@
 
 namespace forge {
 
+class CompactCheckpoint;
+
 struct Gpt2Block {
   nn::LayerNorm ln_1;
   nn::Linear c_attn;  // [c, 3c]: q, k, v side by side
@@ -56,11 +58,18 @@ using LoadProgress = std::function<void(int64_t, int64_t)>;
 
 class Gpt2 {
  public:
-  /// Loads `dir`/config.json and `dir`/model.safetensors (HF names, with or without the
+  /// Loads `dir`/config.json and checkpoint_path(dir) (HF names, with or without the
   /// "transformer." prefix; the LM head is tied to wte). Every shape is checked against the config.
   static Gpt2 load(const std::string& dir, const Device& device, const LoadProgress& progress = {});
+  /// `dir`/model.safetensors when it exists, else `dir`/model.compact when that does.
+  static std::string checkpoint_path(const std::string& dir);
+  /// A safetensors or compact checkpoint, told apart by its leading bytes, not its name.
+  static Gpt2 from_checkpoint(const Gpt2Config& config, const std::string& path,
+                              const Device& device, const LoadProgress& progress = {});
   static Gpt2 from_safetensors(const Gpt2Config& config, const std::string& path,
                                const Device& device, const LoadProgress& progress = {});
+  static Gpt2 from_compact(const Gpt2Config& config, const CompactCheckpoint& file,
+                           const Device& device, const LoadProgress& progress = {});
   /// GPT-2's initialisation: N(0, 0.02) weights, residual projections scaled by 1/√(2·n_layer),
   /// zero biases, unit LayerNorm; reproducible from `seed`.
   static Gpt2 init_random(const Gpt2Config& config, uint64_t seed, const Device& device);
@@ -110,6 +119,10 @@ class Gpt2 {
   struct Pass;  // one forward's tape, dropout and attention trace (gpt2.cpp)
 
   Gpt2(Gpt2Config config, Device device) : config_(std::move(config)), device_(std::move(device)) {}
+  /// Every parameter from `file` (a SafetensorsFile or CompactCheckpoint), shapes checked.
+  template <typename File>
+  static Gpt2 from_file(const Gpt2Config& config, const File& file, const std::string& path,
+                        const Device& device, const LoadProgress& progress);
   /// The one definition of the network: inference runs it without a tape, training with one.
   nn::Var run(std::span<const uint32_t> ids, int64_t batch, KvCache* cache, Pass& pass) const;
   nn::Var attention(const Gpt2Block& block, const nn::Var& x, int64_t batch, KvCache* cache,
