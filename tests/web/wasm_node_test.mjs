@@ -37,7 +37,16 @@ for (const f of ['config.json', 'vocab.json']) {
 const checkpoint = fs.readFileSync(path.join(charDir, 'model.safetensors'));
 fs.writeFileSync(path.join(corruptDir, 'model.safetensors'), checkpoint.subarray(0, checkpoint.length >> 1));
 
-const served = { '/char/': charDir, '/tiny/': bpeDir, '/corrupt/': corruptDir };
+// The shipped model as a compact checkpoint, written by the native converter.
+const compactDir = path.join(work, 'compact');
+fs.mkdirSync(compactDir);
+for (const f of ['config.json', 'vocab.json']) {
+  fs.copyFileSync(path.join(charDir, f), path.join(compactDir, f));
+}
+execFileSync(nativeForge, ['convert', '--input', path.join(charDir, 'model.safetensors'),
+                           '--output', path.join(compactDir, 'model.compact'), '--to', 'compact']);
+
+const served = { '/char/': charDir, '/tiny/': bpeDir, '/corrupt/': corruptDir, '/compact/': compactDir };
 const server = http.createServer((req, res) => {
   const prefix = Object.keys(served).find((p) => req.url.startsWith(p));
   const file = prefix && path.join(served[prefix], path.basename(req.url));
@@ -93,6 +102,19 @@ test('greedy ids of the tiny BPE model equal the native CLI', async () => {
   const got = await model.generate(prompt, { greedy: true, maxTokens: 24 });
   assert.deepEqual(got.ids, want.ids);
   assert.equal(got.stopReason, want.stop_reason);
+  model.dispose();
+  forge.dispose();
+});
+
+test('a compact checkpoint loads and its greedy ids equal the native CLI on it', async () => {
+  const forge = await cpuForge();
+  const model = await forge.loadModel(`${base}/compact/`, { checkpoint: 'model.compact' });
+  assert.equal(model.info.format, 'compact');
+  assert.equal(model.info.bytes, fs.statSync(path.join(compactDir, 'model.compact')).size);
+  const prompt = 'Fellow citizens';
+  const want = native(['generate', '--model', compactDir, '--prompt', prompt, '--greedy', '--max-tokens', '32']);
+  const got = await model.generate(prompt, { greedy: true, maxTokens: 32 });
+  assert.deepEqual(got.ids, want.ids);
   model.dispose();
   forge.dispose();
 });
