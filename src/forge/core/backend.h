@@ -15,10 +15,15 @@ namespace forge {
 enum class BackendKind { Cpu, WebGpu };
 
 /// out = alpha · op(a) · op(b) + bias, where op transposes when asked.
+/// Epilogues fuse the elementwise op that follows a product into its store (one pass over out
+/// instead of two): `accumulate` adds the result to out's contents (a residual add), `gelu`
+/// applies GPT-2's GELU after alpha and bias. At most one of them.
 struct MatmulParams {
   bool trans_a = false;
   bool trans_b = false;
   float alpha = 1.0f;
+  bool accumulate = false;
+  bool gelu = false;
 };
 
 /// One dropout call (the mask function is forge::dropout_keep in core/dropout.h).
@@ -99,6 +104,9 @@ class Backend {
                            int64_t batch) = 0;
   virtual void merge_heads(const Tensor& out, const Tensor& heads, int64_t batch) = 0;
   virtual void kv_append(const Tensor& cache, const Tensor& x, int64_t pos) = 0;
+  virtual void attention_step(const Tensor& out, const Tensor* probs, const Tensor& qkv,
+                              const Tensor& cache_k, const Tensor& cache_v, int64_t pos,
+                              float alpha) = 0;
   virtual void argmax(const Tensor& out_ids, const Tensor& x) = 0;
   virtual void topn(const Tensor& out_ids, const Tensor& out_values, const Tensor& x) = 0;
 

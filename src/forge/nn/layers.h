@@ -18,6 +18,18 @@ struct Linear {
     return autograd::matmul(x, autograd::param(x.tape(), weight), {},
                             autograd::param(x.tape(), bias));
   }
+  /// gelu(x·W + b). Off the tape the GELU is the product's epilogue: one pass over the output.
+  Var gelu(const Var& x) const {
+    if (x.tape()) return autograd::gelu((*this)(x));
+    return Var(ops::matmul(x.value(), weight, {.gelu = true}, bias));
+  }
+  /// residual + x·W + b. Off the tape the product is stored straight onto residual's values (one
+  /// pass instead of two), so residual must not be read again as it was.
+  Var add_to(const Var& residual, const Var& x) const {
+    if (x.tape() || residual.tape()) return autograd::add(residual, (*this)(x));
+    ops::matmul_into(residual.value(), x.value(), weight, {.accumulate = true}, bias);
+    return residual;
+  }
 };
 
 struct LayerNorm {

@@ -1,5 +1,7 @@
 #include "forge/ops/ops.h"
 
+#include <cmath>
+
 #include "forge/core/error.h"
 #include "forge/ops/checks.h"
 
@@ -46,6 +48,7 @@ void check_bias(const Tensor& bias, int64_t n, const Tensor& a) {
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b, const MatmulParams& params, const Tensor& bias) {
+  FORGE_CHECK(!params.accumulate, "matmul: accumulate needs an out to add to (use matmul_into)");
   const MatmulShape s = matmul_shape(a, b, params);
   const Shape out_shape = a.rank() == 3 ? Shape{s.batch, s.m, s.n} : Shape{s.m, s.n};
   Tensor out = Tensor::empty(out_shape, DType::F32, a.device());
@@ -57,6 +60,7 @@ void matmul_into(const Tensor& out, const Tensor& a, const Tensor& b, const Matm
                  const Tensor& bias) {
   const MatmulShape s = matmul_shape(a, b, params);
   check_bias(bias, s.n, a);
+  FORGE_CHECK(!(params.accumulate && params.gelu), "matmul: at most one epilogue (accumulate or gelu)");
   check_f32(out, "matmul", "out");
   check_same_device(a, out, "matmul");
   const Shape want = a.rank() == 3 ? Shape{s.batch, s.m, s.n} : Shape{s.m, s.n};
@@ -64,6 +68,36 @@ void matmul_into(const Tensor& out, const Tensor& a, const Tensor& b, const Matm
               "matmul: out must be {} with a contiguous last dimension, got {}", want.str(),
               out.describe());
   backend_of(a).matmul(out, a, b, bias.defined() ? &bias : nullptr, params);
+}
+
+Tensor attention_step(const Tensor& qkv, const Tensor& cache_k, const Tensor& cache_v, int64_t pos,
+                      Tensor* probs) {
+  check_f32(qkv, "attention_step", "qkv");
+  check_f32(cache_k, "attention_step", "cache_k");
+  check_f32(cache_v, "attention_step", "cache_v");
+  check_same_device(qkv, cache_k, "attention_step");
+  check_same_device(qkv, cache_v, "attention_step");
+  check_contiguous(qkv, "attention_step", "qkv");
+  check_contiguous(cache_k, "attention_step", "cache_k");
+  check_contiguous(cache_v, "attention_step", "cache_v");
+  FORGE_CHECK(cache_k.rank() == 3 && cache_k.shape() == cache_v.shape(),
+              "attention_step: caches must be equal [n_head, capacity, d], got {} and {}",
+              cache_k.describe(), cache_v.describe());
+  const int64_t n_head = cache_k.dim(0), capacity = cache_k.dim(1), d = cache_k.dim(2);
+  const int64_t c = n_head * d;
+  FORGE_CHECK(qkv.rank() == 2 && qkv.dim(0) == 1 && qkv.dim(1) == 3 * c,
+              "attention_step: qkv must be [1, {}] for caches {}, got {}", 3 * c,
+              cache_k.describe(), qkv.describe());
+  FORGE_CHECK(pos >= 0 && pos < capacity, "attention_step: position {} outside a cache of {}", pos,
+              capacity);
+  FORGE_CHECK(pos < kAttentionStepMaxLength && d <= kAttentionStepMaxHeadDim,
+              "attention_step: at most {} positions and head size {} (got {} and {})",
+              kAttentionStepMaxLength, kAttentionStepMaxHeadDim, pos + 1, d);
+  Tensor out = Tensor::empty({1, c}, DType::F32, qkv.device());
+  if (probs) *probs = Tensor::empty({n_head, 1, pos + 1}, DType::F32, qkv.device());
+  const float alpha = 1.0f / std::sqrt(static_cast<float>(d));
+  backend_of(qkv).attention_step(out, probs, qkv, cache_k, cache_v, pos, alpha);
+  return out;
 }
 
 Tensor add(const Tensor& a, const Tensor& b) {

@@ -16,7 +16,8 @@ namespace forge::ops {
 /// as their innermost dimension is contiguous.
 Tensor matmul(const Tensor& a, const Tensor& b, const MatmulParams& params = {},
               const Tensor& bias = {});
-/// Same as matmul but writes into `out`, which may be a strided view (a column chunk).
+/// Same as matmul but writes into `out`, which may be a strided view (a column chunk); with
+/// params.accumulate, out += alpha · op(a) · op(b) + bias.
 void matmul_into(const Tensor& out, const Tensor& a, const Tensor& b,
                  const MatmulParams& params = {}, const Tensor& bias = {});
 
@@ -45,6 +46,17 @@ Tensor merge_heads(const Tensor& heads, int64_t batch);
 /// Writes x [bh, t, d] into cache [bh, capacity, d] at rows [pos, pos + t).
 void kv_append(const Tensor& cache, const Tensor& x, int64_t pos);
 
+/// One token's cached attention, fused (one kernel per layer in a decode step instead of seven):
+/// qkv [1, 3c] holds the token's q, k, v side by side; cache_k, cache_v are [n_head, capacity, d]
+/// with rows [0, pos) filled. Writes the token's k, v at row pos, then returns
+/// softmax(q·kᵀ/√d)·v over rows [0, pos] with the heads merged, [1, c] — exactly what
+/// split_heads, kv_append, matmul, softmax_causal, matmul and merge_heads compose. When `probs`
+/// is given it receives the attention weights, [n_head, 1, pos + 1].
+inline constexpr int64_t kAttentionStepMaxLength = 2048;  // rows one workgroup holds on a GPU
+inline constexpr int64_t kAttentionStepMaxHeadDim = 256;
+Tensor attention_step(const Tensor& qkv, const Tensor& cache_k, const Tensor& cache_v, int64_t pos,
+                      Tensor* probs = nullptr);
+
 /// x [r, n] → u32 [r]: index of each row's maximum (the first on ties).
 Tensor argmax(const Tensor& x);
 struct TopN {
@@ -53,7 +65,7 @@ struct TopN {
 };
 TopN topn(const Tensor& x, int64_t n);
 
-/// A contiguous copy of x on its own device.
+/// x itself when it is contiguous, else a contiguous copy (use Tensor::to for a copy always).
 Tensor contiguous(const Tensor& x);
 
 }  // namespace forge::ops

@@ -94,7 +94,42 @@ class CpuBackend final : public Backend {
     g.trans_a = p.trans_a;
     g.trans_b = p.trans_b;
     g.alpha = p.alpha;
+    if (p.accumulate) {
+      // The CPU gains nothing from fusing a residual add: product to scratch, then add.
+      const Tensor product = Tensor::empty(out.shape(), DType::F32, out.device());
+      g.out = f(product);
+      g.ldo = product.stride(-2);
+      g.stride_out = out.rank() == 3 ? product.stride(0) : 0;
+      cpu::gemm(pool_, g);
+      if (out.is_contiguous()) {
+        cpu::add(pool_, f(out), f(product), f(out), out.numel());
+        return;
+      }
+      for (int64_t s = 0; s < g.batch; ++s) {
+        for (int64_t i = 0; i < g.m; ++i) {
+          float* o = f(out) + s * (out.rank() == 3 ? out.stride(0) : 0) + i * out.stride(-2);
+          cpu::add(pool_, o, f(product) + (s * g.m + i) * g.n, o, g.n);
+        }
+      }
+      return;
+    }
     cpu::gemm(pool_, g);
+    if (p.gelu) gelu_rows(out);
+  }
+
+  /// In place over out's rows (out may be a strided column chunk).
+  void gelu_rows(const Tensor& out) {
+    if (out.is_contiguous()) {
+      cpu::gelu(pool_, f(out), f(out), out.numel());
+      return;
+    }
+    const int64_t batch = out.rank() == 3 ? out.dim(0) : 1, m = out.dim(-2), n = out.dim(-1);
+    for (int64_t s = 0; s < batch; ++s) {
+      for (int64_t i = 0; i < m; ++i) {
+        float* o = f(out) + s * (out.rank() == 3 ? out.stride(0) : 0) + i * out.stride(-2);
+        cpu::gelu(pool_, o, o, n);
+      }
+    }
   }
 
   void add(const Tensor& out, const Tensor& a, const Tensor& b) override {
@@ -136,6 +171,12 @@ class CpuBackend final : public Backend {
     for (int64_t h = 0; h < x.dim(0); ++h) {
       std::memcpy(f(cache) + (h * cap + pos) * d, f(x) + h * rows * d, rows * d * sizeof(float));
     }
+  }
+  void attention_step(const Tensor& out, const Tensor* probs, const Tensor& qkv,
+                      const Tensor& cache_k, const Tensor& cache_v, int64_t pos,
+                      float alpha) override {
+    cpu::attention_step(pool_, f(out), probs ? f(*probs) : nullptr, f(qkv), f(cache_k),
+                        f(cache_v), cache_k.dim(0), cache_k.dim(1), cache_k.dim(2), pos, alpha);
   }
   void argmax(const Tensor& out_ids, const Tensor& x) override {
     cpu::argmax(pool_, out_ids.u32(), f(x), x.dim(0), x.dim(1));

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "forge/backend/cpu/isa.h"
 #include "forge/backend/cpu/kernels.h"
@@ -195,6 +196,39 @@ void argmax(ThreadPool& pool, uint32_t* out, const float* x, int64_t r, int64_t 
     }
 #endif
     ref::argmax(out + begin, x + begin * n, end - begin, n);
+  });
+}
+
+void attention_step(ThreadPool& pool, float* out, float* probs, const float* qkv, float* cache_k,
+                    float* cache_v, int64_t n_head, int64_t capacity, int64_t d, int64_t pos,
+                    float alpha) {
+  const int64_t c = n_head * d, length = pos + 1;
+  pool.parallel_for(n_head, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> w(length);
+    for (int64_t h = begin; h < end; ++h) {
+      const float* q = qkv + h * d;
+      float* keys = cache_k + h * capacity * d;
+      float* values = cache_v + h * capacity * d;
+      std::copy_n(qkv + c + h * d, d, keys + pos * d);
+      std::copy_n(qkv + 2 * c + h * d, d, values + pos * d);
+      float m = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < length; ++j) {
+        float s = 0.0f;
+        for (int64_t i = 0; i < d; ++i) s += q[i] * keys[j * d + i];
+        w[j] = alpha * s;
+        m = std::max(m, w[j]);
+      }
+      float sum = 0.0f;
+      for (float& x : w) sum += (x = std::exp(x - m));
+      const float inv = 1.0f / sum;
+      for (float& x : w) x *= inv;
+      if (probs) std::copy(w.begin(), w.end(), probs + h * length);
+      float* o = out + h * d;
+      std::fill_n(o, d, 0.0f);
+      for (int64_t j = 0; j < length; ++j) {
+        for (int64_t i = 0; i < d; ++i) o[i] += w[j] * values[j * d + i];
+      }
+    }
   });
 }
 

@@ -18,5 +18,9 @@ void layernorm(ThreadPool& pool, float* out, const float* x, const float* weight
 void softmax_causal(ThreadPool& pool, float* out, const float* scores, int64_t b, int64_t t,
                     int64_t s, int64_t offset);
 void argmax(ThreadPool& pool, uint32_t* out, const float* x, int64_t r, int64_t n);
+/// ops::attention_step over caches [n_head, capacity, d]; one head per task. probs may be null.
+void attention_step(ThreadPool& pool, float* out, float* probs, const float* qkv, float* cache_k,
+                    float* cache_v, int64_t n_head, int64_t capacity, int64_t d, int64_t pos,
+                    float alpha);
 
 }  // namespace forge::cpu

@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -314,6 +316,7 @@ class DawnKernel final : public Kernel {
   WGPUComputePipeline pipeline = nullptr;
   WGPUBindGroupLayout layout = nullptr;
   std::size_t storage_count = 0;
+  std::string name;
   ~DawnKernel() override {
     if (pipeline) d->ComputePipelineRelease(pipeline);
     if (layout) d->BindGroupLayoutRelease(layout);
@@ -357,6 +360,7 @@ class DawnContext final : public Context {
     }
     adapter_ = all[pick].adapter;
     info_ = all[pick].info;
+    profile_ = o.profile;
     try {
       create_device(o);
     } catch (...) {
@@ -365,7 +369,10 @@ class DawnContext final : public Context {
     }
   }
 
-  ~DawnContext() override { release_all(); }
+  ~DawnContext() override {
+    print_profile();
+    release_all();
+  }
 
   const AdapterInfo& adapter() const override { return info_; }
   const Limits& limits() const override { return limits_; }
@@ -404,6 +411,7 @@ class DawnContext final : public Context {
     auto it = kernels_.find(spec.name);
     if (it != kernels_.end()) return *it->second;
     auto k = std::make_unique<DawnKernel>();
+    k->name = spec.name;
     k->d = &d_;
     k->storage_count = spec.storage.size();
     d_.DevicePushErrorScope(device_, WGPUErrorFilter_Validation);
@@ -462,7 +470,11 @@ class DawnContext final : public Context {
     d_.ComputePassEncoderSetBindGroup(pass_, 0, group, 1, &offset);
     d_.ComputePassEncoderDispatchWorkgroups(pass_, dp.groups[0], dp.groups[1], dp.groups[2]);
     ++counters_.dispatches;
-    if (depth_ == 0) submit();
+    if (profile_) {
+      profile_dispatch(k.name, dp.groups);
+    } else if (depth_ == 0) {
+      submit();
+    }
   }
 
   void begin_batch() override { ++depth_; }
@@ -772,6 +784,47 @@ class DawnContext final : public Context {
     check_errors();
   }
 
+  /// Profiling mode: every dispatch is its own submit, timed to completion on the host, so a
+  /// kernel's time includes one submit-and-wait round trip (compare with the cheapest kernel).
+  void profile_dispatch(const std::string& name, const uint32_t (&groups)[3]) {
+    const auto t0 = std::chrono::steady_clock::now();
+    submit();
+    WGPUQueueWorkDoneCallbackInfo cb{};
+    cb.mode = WGPUCallbackMode_WaitAnyOnly;
+    cb.callback = [](WGPUQueueWorkDoneStatus, WGPUStringView, void*, void*) {};
+    wait(d_, instance_, d_.QueueOnSubmittedWorkDone(queue_, cb), "the queue");
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    ProfileEntry& e = profile_entries_[fmt::format("{} [{}x{}x{}]", name, groups[0], groups[1],
+                                                   groups[2])];
+    ++e.count;
+    e.ms += ms;
+  }
+
+  void print_profile() const {
+    if (!profile_) return;
+    std::vector<std::pair<std::string, ProfileEntry>> rows(profile_entries_.begin(),
+                                                           profile_entries_.end());
+    std::sort(rows.begin(), rows.end(),
+              [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
+    double total = 0.0;
+    for (const auto& [name, e] : rows) total += e.ms;
+    std::fprintf(stderr, "WebGPU profile (each dispatch submitted and waited alone): %.2f ms\n",
+                 total);
+    for (const auto& [name, e] : rows) {
+      std::fprintf(stderr, "  %10.3f ms %7llu x %8.4f ms  %s\n", e.ms,
+                   static_cast<unsigned long long>(e.count), e.ms / static_cast<double>(e.count),
+                   name.c_str());
+    }
+  }
+
+  struct ProfileEntry {
+    uint64_t count = 0;
+    double ms = 0.0;
+  };
+  bool profile_ = false;
+  std::map<std::string, ProfileEntry> profile_entries_;
+
   WGPUAdapter adapter_ = nullptr;
   WGPUDevice device_ = nullptr;
   WGPUQueue queue_ = nullptr;
@@ -854,6 +907,7 @@ ContextOptions options_from_env() {
     o.allow_null = lower(o.adapter) == "null";
   }
   if (const char* b = std::getenv("FORGE_WEBGPU_MAX_BINDING")) o.max_binding = parse_bytes(b);
+  if (const char* p = std::getenv("FORGE_WEBGPU_PROFILE")) o.profile = std::string(p) == "1";
   if (const char* t = std::getenv("FORGE_WEBGPU_TOGGLES")) {
     std::string s = t;
     for (std::size_t at = 0; at <= s.size();) {

@@ -20,6 +20,30 @@ std::string_view wgsl_source(std::string_view name);  // generated from kernels/
 
 namespace {
 
+/// A kernel's WGSL with each `#include "lib_x"` line replaced by kernels/lib_x.wgsl, so shared
+/// functions (the GELU) have one definition. WGSL has no includes of its own.
+std::string kernel_source(std::string_view name) {
+  const std::string_view text = gpu::wgsl_source(name);
+  FORGE_CHECK(!text.empty(), "WebGPU: no kernel source named '{}'", name);
+  std::string out;
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t end = std::min(text.find('\n', at), text.size());
+    const std::string_view line = text.substr(at, end - at);
+    constexpr std::string_view kInclude = "#include \"";
+    if (line.starts_with(kInclude) && line.ends_with('"')) {
+      const std::string_view lib = line.substr(kInclude.size(), line.size() - kInclude.size() - 1);
+      FORGE_CHECK(!gpu::wgsl_source(lib).empty(), "WebGPU: kernel '{}' includes unknown '{}'",
+                  name, lib);
+      out += gpu::wgsl_source(lib);
+    } else {
+      out += line;
+    }
+    out += '\n';
+    at = end + 1;
+  }
+  return out;
+}
+
 class WebGpuBuffer final : public Buffer {
  public:
   WebGpuBuffer(std::shared_ptr<gpu::Buffer> gpu, std::size_t bytes)
@@ -203,7 +227,7 @@ class WebGpuBackend final : public Backend {
           run_kernel(kernel(name,
                             [&] {
                               return gpu::KernelSpec{
-                                  name, std::string(gpu::wgsl_source("softmax_causal")), entry,
+                                  name, kernel_source("softmax_causal"), entry,
                                   "rw"};
                             }),
                      {v[1].binding, v[0].binding}, p, grid(rows, 1));
@@ -270,6 +294,22 @@ class WebGpuBackend final : public Backend {
     run("kv_append", "rw", {vx.binding, vc.binding}, p, grid(x.numel(), 256));
   }
 
+  void attention_step(const Tensor& out, const Tensor* probs, const Tensor& qkv,
+                      const Tensor& cache_k, const Tensor& cache_v, int64_t pos,
+                      float alpha) override {
+    const View vq = view(qkv), vk = view(cache_k), vv = view(cache_v), vo = view(out);
+    const View vp = probs ? view(*probs) : View{{dummy_.get(), 0, 256}, 0};
+    struct {
+      uint32_t n_head, d, capacity, pos, off_qkv, off_k, off_v, off_out, off_probs, has_probs;
+      float alpha;
+      uint32_t pad;
+    } p{u32(cache_k.dim(0)), u32(cache_k.dim(2)), u32(cache_k.dim(1)), u32(pos),
+        vq.offset,           vk.offset,           vv.offset,           vo.offset,
+        vp.offset,           probs ? 1u : 0u,     alpha,               0};
+    run("attention_step", "rwwww", {vq.binding, vk.binding, vv.binding, vo.binding, vp.binding},
+        p, {u32(cache_k.dim(0)), 1, 1});
+  }
+
   void argmax(const Tensor& out_ids, const Tensor& x) override {
     const int64_t n = x.dim(1);
     const View vo = view(out_ids);
@@ -307,6 +347,7 @@ class WebGpuBackend final : public Backend {
     g.trans_a = mp.trans_a;
     g.trans_b = mp.trans_b;
     g.alpha = mp.alpha;
+    g.residual = mp.accumulate;
     g.k = mp.trans_a ? a.dim(-2) : a.dim(-1);
     g.lda = a.stride(-2);
     g.ldb = b.stride(-2);
@@ -317,7 +358,7 @@ class WebGpuBackend final : public Backend {
     const int64_t batch = out.rank() == 3 ? out.dim(0) : 1;
     // k = 0 needs no case: the kernels' empty k loop leaves alpha·0 + bias, as the CPU does.
     if (batch == 0 || out.numel() == 0) return;
-    matmul_part(g, {0, batch, 0, out.dim(-2), 0, out.dim(-1), 0, g.k, false});
+    matmul_part(g, {0, batch, 0, out.dim(-2), 0, out.dim(-1), 0, g.k, false, mp.gelu});
   }
 
 #include "forge/backend/webgpu/webgpu_train.inc"
@@ -327,11 +368,13 @@ class WebGpuBackend final : public Backend {
     const Tensor *out, *a, *b, *bias;
     bool trans_a, trans_b;
     float alpha;
+    bool residual;  // out += the product (MatmulParams::accumulate)
     int64_t k, lda, ldb, ldo, sa, sb, so;  // k: the whole product's
   };
+  /// accumulate: a later k chunk (adds to out, no bias); gelu: this part ends the k sum.
   struct Part {
     int64_t b0, nb, m0, m, n0, n, k0, k;
-    bool accumulate;
+    bool accumulate, gelu;
   };
 
   /// Splits the product until every operand's window fits one binding: batches first, then
@@ -376,6 +419,7 @@ class WebGpuBackend final : public Backend {
         y.k0 = q.k0 + x.k;
         y.k = q.k - x.k;
         y.accumulate = true;  // after x: the queue runs dispatches in order
+        x.gelu = false;       // GELU waits for the last chunk's full sum
       } else {
         fail("WebGPU matmul: an operand of {} × {} does not fit the {}-byte binding limit",
              g.a->describe(), g.b->describe(), ctx_->limits().max_storage_binding);
@@ -396,8 +440,8 @@ class WebGpuBackend final : public Backend {
     } p{u32(q.m),
         u32(q.n),
         u32(q.k),
-        (g.trans_a ? 1u : 0u) | (g.trans_b ? 2u : 0u) | (g.bias ? 4u : 0u) |
-            (q.accumulate ? 8u : 0u),
+        (g.trans_a ? 1u : 0u) | (g.trans_b ? 2u : 0u) | (g.bias && !q.accumulate ? 4u : 0u) |
+            (q.accumulate || g.residual ? 8u : 0u) | (q.gelu ? 16u : 0u),
         u32(g.lda),
         u32(g.ldb),
         u32(g.ldo),
@@ -511,7 +555,7 @@ class WebGpuBackend final : public Backend {
       const std::string consts = fmt::format(
           "const BM = {}u;\nconst BN = {}u;\nconst BK = {}u;\nconst TM = {}u;\nconst TN = {}u;\n",
           t.bm, t.bn, t.bk, t.tm, t.tn);
-      return gpu::KernelSpec{t.name, consts + std::string(gpu::wgsl_source("matmul")), "main",
+      return gpu::KernelSpec{t.name, consts + kernel_source("matmul"), "main",
                              "rrrw"};
     });
   }
@@ -519,7 +563,7 @@ class WebGpuBackend final : public Backend {
   const gpu::Kernel& matvec_kernel(const char* entry) {
     const std::string name = std::string("matvec_") + entry;
     return kernel(name, [&] {
-      return gpu::KernelSpec{name, std::string(gpu::wgsl_source("matvec")), entry, "rrrw"};
+      return gpu::KernelSpec{name, kernel_source("matvec"), entry, "rrrw"};
     });
   }
 
@@ -599,7 +643,7 @@ class WebGpuBackend final : public Backend {
   void run(const char* name, const char* storage, const std::vector<gpu::Binding>& bindings,
            const Params& p, std::array<uint32_t, 3> groups) {
     const gpu::Kernel& k = kernel(name, [&] {
-      return gpu::KernelSpec{name, std::string(gpu::wgsl_source(name)), "main", storage};
+      return gpu::KernelSpec{name, kernel_source(name), "main", storage};
     });
     run_kernel(k, bindings, p, groups);
   }

@@ -210,7 +210,18 @@ struct Gpt2::Pass {
 
 nn::Var Gpt2::attention(const Gpt2Block& block, const nn::Var& x, int64_t batch, KvCache* cache,
                         size_t layer, Pass& pass) const {
-  const autograd::Heads heads = autograd::split_heads(block.c_attn(x), batch, config_.n_head);
+  const nn::Var qkv = block.c_attn(x);
+  const bool one_step = cache && !pass.tape && qkv.value().dim(0) == 1 &&
+                        cache->length < ops::kAttentionStepMaxLength &&
+                        config_.head_dim() <= ops::kAttentionStepMaxHeadDim;
+  if (one_step) {  // a decode step: the whole attention is one fused kernel
+    Tensor probs;
+    const Tensor mixed = ops::attention_step(qkv.value(), cache->k[layer], cache->v[layer],
+                                             cache->length, pass.trace ? &probs : nullptr);
+    if (pass.trace) pass.trace->push_back(probs);
+    return nn::Var(mixed);
+  }
+  const autograd::Heads heads = autograd::split_heads(qkv, batch, config_.n_head);
   const int64_t t = heads.q.value().dim(1);
   nn::Var k = heads.k, v = heads.v;
   if (cache) {
@@ -224,7 +235,14 @@ nn::Var Gpt2::attention(const Gpt2Block& block, const nn::Var& x, int64_t batch,
   const nn::Var probs = autograd::softmax_causal(scores, k.value().dim(1) - t);
   if (pass.trace) pass.trace->push_back(probs.value());
   const nn::Var mixed = autograd::matmul(pass.drop(probs), v);
-  return pass.drop(block.attn_proj(autograd::merge_heads(mixed, batch)));
+  return autograd::merge_heads(mixed, batch);
+}
+
+nn::Var Gpt2::project_residual(const nn::Linear& proj, const nn::Var& h, const nn::Var& x,
+                               Pass& pass) const {
+  // Dropout sits between the projection and the add only when training with it.
+  if (pass.dropout.p > 0.0f) return autograd::add(x, pass.drop(proj(h)));
+  return proj.add_to(x, h);
 }
 
 nn::Var Gpt2::run(std::span<const uint32_t> ids, int64_t batch, KvCache* cache,
@@ -245,9 +263,8 @@ nn::Var Gpt2::run(std::span<const uint32_t> ids, int64_t batch, KvCache* cache,
   nn::Var x = pass.drop(embed_(id_tensor, t, pos, pass.tape));
   for (size_t l = 0; l < blocks_.size(); ++l) {
     const Gpt2Block& b = blocks_[l];
-    x = autograd::add(x, attention(b, b.ln_1(x), batch, cache, l, pass));
-    const nn::Var mlp = b.mlp_proj(autograd::gelu(b.c_fc(b.ln_2(x))));
-    x = autograd::add(x, pass.drop(mlp));
+    x = project_residual(b.attn_proj, attention(b, b.ln_1(x), batch, cache, l, pass), x, pass);
+    x = project_residual(b.mlp_proj, b.c_fc.gelu(b.ln_2(x)), x, pass);
   }
   if (cache) cache->length += t;
   return ln_f_(x);

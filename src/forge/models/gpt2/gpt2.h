@@ -125,8 +125,12 @@ class Gpt2 {
                         const Device& device, const LoadProgress& progress);
   /// The one definition of the network: inference runs it without a tape, training with one.
   nn::Var run(std::span<const uint32_t> ids, int64_t batch, KvCache* cache, Pass& pass) const;
+  /// Attention of one block up to its output projection: merged heads [b·t, c].
   nn::Var attention(const Gpt2Block& block, const nn::Var& x, int64_t batch, KvCache* cache,
                     size_t layer, Pass& pass) const;
+  /// x + dropout(proj(h)); fused into proj's store off the tape.
+  nn::Var project_residual(const nn::Linear& proj, const nn::Var& h, const nn::Var& x,
+                           Pass& pass) const;
   Tensor run_inference(std::span<const uint32_t> ids, int64_t batch, KvCache* cache,
                        AttentionTrace* trace) const;
   /// Per-row NLL of targets on `tape` (or none), from a forward with `options`.

@@ -1,5 +1,7 @@
 // The m = 1 (decode) path of matmul, same Params and bindings: out[j] = alpha · Σ_p a[p]·B(p, j)
-// + bias[j]. A tiled matmul would waste BM−1 of its rows here. Batch rides in z.
+// + bias[j], with matmul.wgsl's epilogue flags. A tiled matmul would waste BM−1 of its rows here.
+// Batch rides in z.
+#include "lib_gelu"
 struct Params {
   m: u32, n: u32, k: u32, flags: u32,
   lda: u32, ldb: u32, ldo: u32, alpha: f32,
@@ -23,7 +25,9 @@ fn a_at(base: u32, i: u32) -> f32 {
 fn finish(j: u32, sum: f32, z: u32) {
   let at = p.off_out + z * p.stride_out + j;
   var v = p.alpha * sum;
-  if ((p.flags & 8u) != 0u) { v += out[at]; } else if ((p.flags & 4u) != 0u) { v += bias[p.off_bias + j]; }
+  if ((p.flags & 4u) != 0u) { v += bias[p.off_bias + j]; }
+  if ((p.flags & 8u) != 0u) { v += out[at]; }
+  if ((p.flags & 16u) != 0u) { v = gelu_tanh(v); }
   out[at] = v;
 }
 

@@ -1,0 +1,77 @@
+// The fused WGSL kernels against their CPU twins (≤ 1e-4 abs): matmul epilogues on every path
+// (tiles, matvec, split-k, k chunks under a small binding limit) and attention_step.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <vector>
+
+#include "forge/ops/ops.h"
+#include "webgpu_test_util.h"
+
+namespace forge {
+namespace {
+
+using test::gpu;
+using test::kParity;
+using test::max_abs_diff;
+using test::random_pair;
+
+void expect_epilogues_match(int64_t m, int64_t n, int64_t k, bool trans_b, const Device& dev,
+                            uint32_t seed) {
+  const auto a = random_pair({m, k}, seed, dev);
+  const auto b = random_pair(trans_b ? Shape{n, k} : Shape{k, n}, seed + 1, dev);
+  const auto bias = random_pair({n}, seed + 2, dev);
+  const MatmulParams gelu{.trans_b = trans_b, .gelu = true};
+  EXPECT_LE(max_abs_diff(ops::matmul(a.cpu, b.cpu, gelu, bias.cpu),
+                         ops::matmul(a.gpu, b.gpu, gelu, bias.gpu)),
+            kParity)
+      << "gelu " << m << "x" << n << "x" << k << (trans_b ? " trans_b" : "");
+  const auto residual = random_pair({m, n}, seed + 3, dev);
+  const MatmulParams acc{.trans_b = trans_b, .alpha = 0.5f, .accumulate = true};
+  ops::matmul_into(residual.cpu, a.cpu, b.cpu, acc, bias.cpu);
+  ops::matmul_into(residual.gpu, a.gpu, b.gpu, acc, bias.gpu);
+  EXPECT_LE(max_abs_diff(residual.cpu, residual.gpu), kParity)
+      << "accumulate " << m << "x" << n << "x" << k << (trans_b ? " trans_b" : "");
+}
+
+TEST(WebGpuFusedOps, MatmulEpiloguesMatchCpuOnTilesMatvecAndSplitK) {
+  FORGE_REQUIRE_WEBGPU();
+  uint32_t seed = 1;
+  for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 70, 33},  // matvec, no split
+                                                                   {1, 300, 700},  // matvec split-k
+                                                                   {5, 65, 40},    // thin tile
+                                                                   {130, 129, 67},     // mid tile
+                                                                   {256, 256, 24}}) {  // big tile
+    for (bool trans_b : {false, true}) expect_epilogues_match(m, n, k, trans_b, gpu(), seed += 4);
+  }
+}
+
+TEST(WebGpuFusedOps, EpiloguesHoldWhenTheBindingLimitSplitsK) {
+  FORGE_REQUIRE_WEBGPU();
+  WebGpuOptions small;
+  small.max_binding = 16 * 1024;  // b [600, 20] = 48 KB: k is cut into chunks that accumulate
+  const Device dev = make_webgpu_device(small);
+  expect_epilogues_match(3, 20, 600, false, dev, 100);
+  expect_epilogues_match(1, 20, 600, false, dev, 110);
+}
+
+TEST(WebGpuFusedOps, AttentionStepMatchesCpuIncludingProbsAndTheCache) {
+  FORGE_REQUIRE_WEBGPU();
+  for (const auto& [n_head, d, capacity] : std::vector<std::array<int64_t, 3>>{
+           {1, 1, 3}, {4, 8, 40}, {3, 48, 20}, {12, 64, 1024}, {2, 256, 2048}}) {
+    const auto k = random_pair({n_head, capacity, d}, 7), v = random_pair({n_head, capacity, d}, 8);
+    for (int64_t pos : {int64_t{0}, capacity / 3, capacity - 1}) {
+      const auto qkv = random_pair({1, 3 * n_head * d}, static_cast<uint32_t>(9 + pos));
+      Tensor probs_cpu, probs_gpu;
+      const Tensor want = ops::attention_step(qkv.cpu, k.cpu, v.cpu, pos, &probs_cpu);
+      const Tensor got = ops::attention_step(qkv.gpu, k.gpu, v.gpu, pos, &probs_gpu);
+      EXPECT_LE(max_abs_diff(want, got), kParity) << n_head << "x" << d << " pos " << pos;
+      EXPECT_LE(max_abs_diff(probs_cpu, probs_gpu), kParity);
+      EXPECT_LE(max_abs_diff(k.cpu, k.gpu), kParity);
+      EXPECT_LE(max_abs_diff(v.cpu, v.gpu), kParity);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace forge
