@@ -13,10 +13,14 @@ for exe in forge bench/bench_webgpu_matmul bench/bench_webgpu_ops; do
 done
 cp "$root/third_party/npm/node_modules/bun-webgpu-linux-x64/libwebgpu_wrapper.so" "$stage/bin/"
 cp "$root/third_party/vulkan/lib/libvulkan.so.1" "$stage/bin/"
-for lib in $(ldd "$stage/bin/forge" | awk '/libfmt|libutf8proc/ {print $3}'); do
+# Every library the binaries link beyond glibc and the C++ runtime (fmt, utf8proc, cpp-httplib
+# and what it pulls in): the GPU machine is not Debian and has none of them.
+for lib in $(ldd "$stage"/bin/* | awk '$3 ~ /^\// && $1 !~ /^(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s)\.so|^ld-linux/ {print $3}' | sort -u); do
   cp -L "$lib" "$stage/bin/"
 done
 mkdir -p "$root/.device"
 tar -C "$stage" -cJf "$root/.device/bundle.tar.xz" bin
+# The training corpus, compressed, for tools/device/train_124m.sh and profile.sh.
+[ -f "$root/data/sotu.txt" ] && xz -9 -T0 -c "$root/data/sotu.txt" > "$root/.device/sotu.txt.xz"
 rm -rf "$stage"
 du -h "$root/.device/bundle.tar.xz"
