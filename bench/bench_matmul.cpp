@@ -104,13 +104,13 @@ int main(int argc, char** argv) {
     for (const int threads : thread_counts) {
       forge::cpu::ThreadPool pool(threads);
       openblas_set_num_threads(threads);
-      const Best best = best_of([&] { forge::cpu::gemm(pool, g); },
-                                [&] {
-                                  cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans,
-                                              s.trans_b ? CblasTrans : CblasNoTrans, s.m, s.n,
-                                              s.k, 1.0f, a.data(), g.lda, b.data(), g.ldb, 0.0f,
-                                              theirs.data(), s.n);
-                                });
+      const Best best =
+          best_of([&] { forge::cpu::gemm(pool, g); },
+                  [&] {
+                    cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans,
+                                s.trans_b ? CblasTrans : CblasNoTrans, s.m, s.n, s.k, 1.0f,
+                                a.data(), g.lda, b.data(), g.ldb, 0.0f, theirs.data(), s.n);
+                  });
       float diff = 0.0f;
       for (size_t i = 0; i < ours.size(); ++i) diff = std::max(diff, std::abs(ours[i] - theirs[i]));
       std::printf("%-26s %-18s %7d %10.1f %10.1f %6.0f%% %10.2g\n", s.what, dims.c_str(), threads,

@@ -58,12 +58,18 @@ int main(int argc, char** argv) {
     std::string filter = std::getenv("FORGE_OPS_FILTER") ? std::getenv("FORGE_OPS_FILTER") : "";
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
-      if (a.rfind("--t=", 0) == 0) t = std::atol(a.c_str() + 4);
-      else if (a.rfind("--ctx=", 0) == 0) ctx = std::atol(a.c_str() + 6);
-      else if (a.rfind("--e=", 0) == 0) e = std::atol(a.c_str() + 4);
-      else if (a.rfind("--h=", 0) == 0) h = std::atol(a.c_str() + 4);
-      else if (a.rfind("--layers=", 0) == 0) layers = std::atol(a.c_str() + 9);
-      else filter = a;
+      if (a.rfind("--t=", 0) == 0)
+        t = std::atol(a.c_str() + 4);
+      else if (a.rfind("--ctx=", 0) == 0)
+        ctx = std::atol(a.c_str() + 6);
+      else if (a.rfind("--e=", 0) == 0)
+        e = std::atol(a.c_str() + 4);
+      else if (a.rfind("--h=", 0) == 0)
+        h = std::atol(a.c_str() + 4);
+      else if (a.rfind("--layers=", 0) == 0)
+        layers = std::atol(a.c_str() + 9);
+      else
+        filter = a;
     }
     const char* env = std::getenv("FORGE_BENCH_SECONDS");
     const double budget = env ? std::atof(env) : 0.3;
@@ -86,17 +92,18 @@ int main(int argc, char** argv) {
         {
           DispatchScope scope(dev);
           const Tensor hidden = model.prefill(cache, ids);
-          const Tensor id = ops::argmax(
-              model.logits_from_hidden(hidden.rows(hidden.dim(0) - 1, hidden.dim(0))));
+          const Tensor id =
+              ops::argmax(model.logits_from_hidden(hidden.rows(hidden.dim(0) - 1, hidden.dim(0))));
           rec = std::chrono::duration<double>(Clock::now() - t0).count();
           (void)id.to_ids();
         }
         const double all = std::chrono::duration<double>(Clock::now() - t0).count();
         const Counters c1 = dev.backend().counters();
-        std::printf("prefill L%ld t%ld: record %.2f ms, total %.2f ms, dispatches %lu, new buffers %lu\n",
-                    static_cast<long>(layers), static_cast<long>(t), rec * 1e3, all * 1e3,
-                    static_cast<unsigned long>(c1.dispatches - c0.dispatches),
-                    static_cast<unsigned long>(c1.buffers_created - c0.buffers_created));
+        std::printf(
+            "prefill L%ld t%ld: record %.2f ms, total %.2f ms, dispatches %lu, new buffers %lu\n",
+            static_cast<long>(layers), static_cast<long>(t), rec * 1e3, all * 1e3,
+            static_cast<unsigned long>(c1.dispatches - c0.dispatches),
+            static_cast<unsigned long>(c1.buffers_created - c0.buffers_created));
       }
       return 0;
     }
@@ -120,12 +127,13 @@ int main(int argc, char** argv) {
       const Tensor p = ops::softmax_causal(rnd({h, m, s}, dev, 15), s - m);
       const Tensor k = kc.narrow(1, 0, s), vv = vc.narrow(1, 0, s);
       const double md = static_cast<double>(m);
-      cases.push_back({tag + "c_attn", [=] { ops::matmul(x, w_attn, {}, b_attn); },
-                       2 * md * e * 3 * e});
-      cases.push_back({tag + "attn_proj", [=] { ops::matmul(x, w_proj, {}, b_e); }, 2 * md * e * e});
+      cases.push_back(
+          {tag + "c_attn", [=] { ops::matmul(x, w_attn, {}, b_attn); }, 2 * md * e * 3 * e});
+      cases.push_back(
+          {tag + "attn_proj", [=] { ops::matmul(x, w_proj, {}, b_e); }, 2 * md * e * e});
       cases.push_back({tag + "c_fc", [=] { ops::matmul(x, w_fc, {}, b_fc); }, 2 * md * e * 4 * e});
-      cases.push_back({tag + "mlp_proj", [=] { ops::matmul(x4, w_mp, {}, b_e); },
-                       2 * md * e * 4 * e});
+      cases.push_back(
+          {tag + "mlp_proj", [=] { ops::matmul(x4, w_mp, {}, b_e); }, 2 * md * e * 4 * e});
       cases.push_back({tag + "lm_head(1 row)",
                        [=] { ops::matmul(x.rows(m - 1, m), wte, {.trans_b = true}); },
                        2.0 * e * v});

@@ -1,10 +1,10 @@
 // The README's library example: load a model directory and stream a greedy continuation.
 //   example_generate MODEL_DIR "prompt"
+#include "forge/models/gpt2/generate.h"
+
 #include <cstdio>
 
 #include "forge/core/error.h"
-
-#include "forge/models/gpt2/generate.h"
 
 int main(int argc, char** argv) {
   if (argc != 3) {

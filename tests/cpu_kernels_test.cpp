@@ -38,7 +38,9 @@ std::vector<Isa> isas() {
   return {Isa::Portable};
 }
 
-const char* isa_name(Isa isa) { return isa == Isa::Avx2 ? "avx2" : "portable"; }
+const char* isa_name(Isa isa) {
+  return isa == Isa::Avx2 ? "avx2" : "portable";
+}
 
 /// Runs fn(pool) under every instruction set and on 1 and 3 threads.
 template <typename Fn>
@@ -70,10 +72,9 @@ struct GemmCase {
 std::string describe(const GemmCase& c) {
   return "batch " + std::to_string(c.batch) + " m " + std::to_string(c.m) + " n " +
          std::to_string(c.n) + " k " + std::to_string(c.k) + (c.trans_a ? " Aᵀ" : "") +
-         (c.trans_b ? " Bᵀ" : "") + (c.bias ? " bias" : "") + " alpha " +
-         std::to_string(c.alpha) + " pads " + std::to_string(c.pad_a) + "/" +
-         std::to_string(c.pad_b) + "/" + std::to_string(c.pad_out) +
-         (c.shared_b ? " shared B" : "");
+         (c.trans_b ? " Bᵀ" : "") + (c.bias ? " bias" : "") + " alpha " + std::to_string(c.alpha) +
+         " pads " + std::to_string(c.pad_a) + "/" + std::to_string(c.pad_b) + "/" +
+         std::to_string(c.pad_out) + (c.shared_b ? " shared B" : "");
 }
 
 /// Builds the operands of `c` (padding and gaps filled with data the kernel must not read into
@@ -183,10 +184,18 @@ TEST(CpuKernels, GemmHonoursLeadingDimensionsAndBatchStrides) {
     for (const bool ta : {false, true}) {
       for (const bool tb : {false, true}) {
         for (const int64_t m : {1, 13}) {
-          expect_gemm_matches_reference(pool, {.batch = 3, .m = m, .n = 37, .k = 29,
-                                               .trans_a = ta, .trans_b = tb, .bias = true,
-                                               .alpha = 0.5f, .pad_a = 3, .pad_b = 5,
-                                               .pad_out = 11, .gap = 7});
+          expect_gemm_matches_reference(pool, {.batch = 3,
+                                               .m = m,
+                                               .n = 37,
+                                               .k = 29,
+                                               .trans_a = ta,
+                                               .trans_b = tb,
+                                               .bias = true,
+                                               .alpha = 0.5f,
+                                               .pad_a = 3,
+                                               .pad_b = 5,
+                                               .pad_out = 11,
+                                               .gap = 7});
         }
       }
     }
@@ -197,8 +206,13 @@ TEST(CpuKernels, GemmSharesBAcrossTheBatchWhenItsStrideIsZero) {
   for_each_config([](ThreadPool& pool) {
     for (const bool tb : {false, true}) {
       for (const int64_t m : {1, 20}) {
-        expect_gemm_matches_reference(pool, {.batch = 4, .m = m, .n = 50, .k = 33,
-                                             .trans_b = tb, .bias = true, .pad_b = 2,
+        expect_gemm_matches_reference(pool, {.batch = 4,
+                                             .m = m,
+                                             .n = 50,
+                                             .k = 33,
+                                             .trans_b = tb,
+                                             .bias = true,
+                                             .pad_b = 2,
                                              .shared_b = true});
       }
     }
@@ -215,8 +229,8 @@ TEST(CpuKernels, GemmDecodeRowMatchesReferenceForWideOutputs) {
       expect_gemm_matches_reference(pool, {.n = n, .k = 67, .trans_a = true, .pad_a = 4});
     }
     // Depth split into pieces summed at the end, for each of a batch of slices.
-    expect_gemm_matches_reference(pool, {.batch = 2, .n = 50, .k = 200, .bias = true,
-                                         .alpha = 0.5f, .pad_b = 3, .gap = 5});
+    expect_gemm_matches_reference(
+        pool, {.batch = 2, .n = 50, .k = 200, .bias = true, .alpha = 0.5f, .pad_b = 3, .gap = 5});
   });
 }
 
@@ -226,11 +240,15 @@ TEST(CpuKernels, GemmAttentionShapesMatchReferenceOverStridedKvCacheViews) {
   // step (one query). pad_b/gap model the cache: ldb = 64, slices 160·64 apart.
   for_each_config([](ThreadPool& pool) {
     for (const int64_t q : {1, 33}) {
-      expect_gemm_matches_reference(pool, {.batch = 12, .m = q, .n = 97, .k = 64,
-                                           .trans_b = true, .alpha = 0.125f,
+      expect_gemm_matches_reference(pool, {.batch = 12,
+                                           .m = q,
+                                           .n = 97,
+                                           .k = 64,
+                                           .trans_b = true,
+                                           .alpha = 0.125f,
                                            .gap = (160 - 97) * 64});
-      expect_gemm_matches_reference(pool, {.batch = 12, .m = q, .n = 64, .k = 97,
-                                           .gap = (160 - 97) * 64});
+      expect_gemm_matches_reference(
+          pool, {.batch = 12, .m = q, .n = 64, .k = 97, .gap = (160 - 97) * 64});
     }
   });
 }

@@ -2,10 +2,10 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -42,8 +42,7 @@ void expect_error(Fn&& fn, const std::string& needle) {
     fn();
     ADD_FAILURE() << "expected forge::Error containing \"" << needle << "\"";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
-        << "message was: " << e.what();
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "message was: " << e.what();
   }
 }
 

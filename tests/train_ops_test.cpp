@@ -1,5 +1,7 @@
 // The CPU training kernels: the fast path against the reference loops, the dropout mask's
 // determinism and its documented constants.
+#include "forge/ops/train_ops.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,7 +9,6 @@
 #include "forge/backend/cpu/train_reference.h"
 #include "forge/core/dropout.h"
 #include "forge/core/random.h"
-#include "forge/ops/train_ops.h"
 #include "test_support.h"
 
 namespace forge {
@@ -33,9 +34,8 @@ TEST(TrainKernels, LayerNormBackwardMatchesReference) {
   std::vector<float> dx(x.size()), dw(kCols), db(kCols);
   cpu::ref::layernorm_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(),
                                kRows, kCols, 1e-5f);
-  const ops::LayerNormGrads g =
-      ops::layernorm_backward(tensor(dy, {kRows, kCols}), tensor(x, {kRows, kCols}),
-                              tensor(w, {kCols}), 1e-5f);
+  const ops::LayerNormGrads g = ops::layernorm_backward(
+      tensor(dy, {kRows, kCols}), tensor(x, {kRows, kCols}), tensor(w, {kCols}), 1e-5f);
   EXPECT_LE(max_abs_diff(g.dx.to_floats(), dx), 1e-5f);
   EXPECT_LE(max_abs_diff(g.dweight.to_floats(), dw), 1e-3f);
   EXPECT_LE(max_abs_diff(g.dbias.to_floats(), db), 1e-3f);
@@ -107,9 +107,14 @@ TEST(TrainKernels, AdamWAndGeluBackwardMatchReference) {
   auto p = randoms(n, 9), g = randoms(n, 10), m = randoms(n, 11, 0.1f), v = randoms(n, 12, 0.1f);
   for (float& x : v) x = std::fabs(x);
   const Tensor tp = tensor(p, {n}), tg = tensor(g, {n}), tm = tensor(m, {n}), tv = tensor(v, {n});
-  const AdamWParams params{.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
-                           .weight_decay = 0.1f, .grad_scale = 0.5f,
-                           .bias_correction1 = 0.19f, .bias_correction2 = 0.0975f};
+  const AdamWParams params{.lr = 1e-2f,
+                           .beta1 = 0.9f,
+                           .beta2 = 0.95f,
+                           .eps = 1e-8f,
+                           .weight_decay = 0.1f,
+                           .grad_scale = 0.5f,
+                           .bias_correction1 = 0.19f,
+                           .bias_correction2 = 0.0975f};
   ops::adamw_step(tp, tg, tm, tv, params);
   cpu::ref::adamw(p.data(), g.data(), m.data(), v.data(), n, params);
   EXPECT_EQ(tp.to_floats(), p);
@@ -146,7 +151,8 @@ TEST(Dropout, MaskIsAPureFunctionOfKeyAndIndexWithDocumentedValues) {
   }
   EXPECT_NEAR(double(kept) / n, 0.5, 0.01);
   // Another key gives another mask.
-  const std::vector<float> c = ops::dropout(ones, {dropout_key(42, 1), threshold, 2.0f}).to_floats();
+  const std::vector<float> c =
+      ops::dropout(ones, {dropout_key(42, 1), threshold, 2.0f}).to_floats();
   EXPECT_NE(a, c);
 }
 

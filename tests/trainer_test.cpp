@@ -1,5 +1,7 @@
 // Training end to end on the CPU: checkpoints round-trip bit for bit, a resumed run equals an
 // uninterrupted one, gradient accumulation equals one big batch, and a small model learns.
+#include "forge/train/trainer.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -12,7 +14,6 @@
 #include "forge/core/random.h"
 #include "forge/optim/adamw.h"
 #include "forge/train/png.h"
-#include "forge/train/trainer.h"
 #include "test_support.h"
 
 namespace forge {
@@ -20,8 +21,8 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string temp_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() /
-                       ("forge_trainer_test_" + name + "_" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("forge_trainer_test_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   return dir.string();
 }
@@ -30,7 +31,7 @@ std::string temp_dir(const std::string& name) {
 std::vector<uint32_t> sentence_corpus(int64_t chars, uint64_t seed, int64_t* vocab) {
   const std::vector<std::string> sentences = {
       "the cat sat on the mat. ", "a dog ran in the park. ", "we hold these truths. ",
-      "the union is strong. ",   "to be or not to be. ",   "all men are created equal. "};
+      "the union is strong. ",    "to be or not to be. ",    "all men are created equal. "};
   std::string text;
   for (uint64_t i = 0; static_cast<int64_t>(text.size()) < chars; ++i) {
     text += sentences[hash64(seed, i) % sentences.size()];
@@ -102,9 +103,9 @@ TEST(Trainer, ResumeContinuesBitIdenticallyToAnUninterruptedRun) {
   int64_t vocab = 0;
   const auto tokens = sentence_corpus(4000, 2, &vocab);
   train::TrainConfig config = tiny_config();
-  config.dropout = 0.1f;      // the masks must follow the step too
-  config.accumulation = 2;    // and the micro-batches
-  config.eval_interval = 3;   // an evaluation (and best-model save) falls inside each half
+  config.dropout = 0.1f;     // the masks must follow the step too
+  config.accumulation = 2;   // and the micro-batches
+  config.eval_interval = 3;  // an evaluation (and best-model save) falls inside each half
 
   const std::string whole = temp_dir("whole"), split = temp_dir("split");
   train::Trainer uninterrupted(config, vocab, tokens, whole, Device::cpu());
@@ -173,8 +174,11 @@ TEST(Trainer, ConfigRoundTripsThroughJsonAndRejectsUnknownKeys) {
   c.dropout = 0.2f;
   const train::TrainConfig back = train::TrainConfig::from_json(c.to_json(), train::TrainConfig{});
   EXPECT_EQ(back.to_json(), c.to_json());
-  test::expect_error([] { train::TrainConfig::from_json({{"layers", 3}}, train::TrainConfig{}); },
-                     "unknown key layers");
+  test::expect_error(
+      [] {
+        train::TrainConfig::from_json({{"layers", 3}}, train::TrainConfig{});
+      },
+      "unknown key layers");
   test::expect_error(
       [] {
         train::TrainConfig::from_json({{"n_embd", 30}, {"n_head", 4}}, train::TrainConfig{})
@@ -186,9 +190,7 @@ TEST(Trainer, ConfigRoundTripsThroughJsonAndRejectsUnknownKeys) {
 TEST(Trainer, RejectsACorpusTooSmallAndAResumeWithoutACheckpoint) {
   const std::string out = temp_dir("hostile");
   test::expect_error(
-      [&] {
-        train::Trainer(tiny_config(), 10, std::vector<uint32_t>(30, 1), out, Device::cpu());
-      },
+      [&] { train::Trainer(tiny_config(), 10, std::vector<uint32_t>(30, 1), out, Device::cpu()); },
       "the corpus (30 tokens) is too small for windows of 17 tokens");
   test::expect_error(
       [&] {

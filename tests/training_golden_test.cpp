@@ -127,7 +127,9 @@ std::vector<GoldenCase> cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Golden, TrainingGolden, ::testing::ValuesIn(cases()),
-                         [](const auto& info) { return info.param.name + "_" + info.param.device; });
+                         [](const auto& info) {
+                           return info.param.name + "_" + info.param.device;
+                         });
 
 }  // namespace
 }  // namespace forge

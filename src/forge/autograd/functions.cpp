@@ -13,27 +13,31 @@ Var matmul(const Var& a, const Var& b, const MatmulParams& p, const Var& bias) {
   if (!tape) return Var(out);
   // out = α·op(a)·op(b) + bias. The rules below are the four transpose cases of
   // d op(a) = α·g·op(b)ᵀ and d op(b) = α·op(a)ᵀ·g, written so no operand is copied.
-  return tape->record(out, {&a, &b, &bias}, [a = a.value(), b = b.value(), p](
-                                                const Tensor& g, InputGrads& grads) {
-    const float alpha = p.alpha;
-    if (grads.needs(0)) {
-      grads.set(0, p.trans_a ? ops::matmul(b, g, {.trans_a = p.trans_b, .trans_b = true, .alpha = alpha})
-                             : ops::matmul(g, b, {.trans_b = !p.trans_b, .alpha = alpha}));
-    }
-    if (grads.needs(1)) {
-      // A rank-3 a with a shared rank-2 b: fold the batch into rows so the product sums it.
-      const bool fold = a.rank() == 3 && b.rank() == 2;
-      FORGE_CHECK(!fold || !p.trans_a, "matmul backward: a batched, transposed a with a shared b");
-      const Tensor a2 = fold ? ops::contiguous(a).reshape({a.dim(0) * a.dim(1), a.dim(2)}) : a;
-      const Tensor g2 = fold ? g.reshape({g.dim(0) * g.dim(1), g.dim(2)}) : g;
-      grads.set(1, p.trans_b
-                       ? ops::matmul(g2, a2, {.trans_a = true, .trans_b = p.trans_a, .alpha = alpha})
-                       : ops::matmul(a2, g2, {.trans_a = !p.trans_a, .alpha = alpha}));
-    }
-    if (grads.needs(2)) {
-      grads.set(2, ops::sum_rows(g.reshape({g.numel() / g.dim(-1), g.dim(-1)})));
-    }
-  });
+  return tape->record(
+      out, {&a, &b, &bias}, [a = a.value(), b = b.value(), p](const Tensor& g, InputGrads& grads) {
+        const float alpha = p.alpha;
+        if (grads.needs(0)) {
+          grads.set(0,
+                    p.trans_a
+                        ? ops::matmul(b, g, {.trans_a = p.trans_b, .trans_b = true, .alpha = alpha})
+                        : ops::matmul(g, b, {.trans_b = !p.trans_b, .alpha = alpha}));
+        }
+        if (grads.needs(1)) {
+          // A rank-3 a with a shared rank-2 b: fold the batch into rows so the product sums it.
+          const bool fold = a.rank() == 3 && b.rank() == 2;
+          FORGE_CHECK(!fold || !p.trans_a,
+                      "matmul backward: a batched, transposed a with a shared b");
+          const Tensor a2 = fold ? ops::contiguous(a).reshape({a.dim(0) * a.dim(1), a.dim(2)}) : a;
+          const Tensor g2 = fold ? g.reshape({g.dim(0) * g.dim(1), g.dim(2)}) : g;
+          grads.set(
+              1, p.trans_b
+                     ? ops::matmul(g2, a2, {.trans_a = true, .trans_b = p.trans_a, .alpha = alpha})
+                     : ops::matmul(a2, g2, {.trans_a = !p.trans_a, .alpha = alpha}));
+        }
+        if (grads.needs(2)) {
+          grads.set(2, ops::sum_rows(g.reshape({g.numel() / g.dim(-1), g.dim(-1)})));
+        }
+      });
 }
 
 Var add(const Var& a, const Var& b) {
@@ -60,9 +64,8 @@ Var mul(const Var& a, const Var& b) {
 Var scale(const Var& x, float s) {
   const Tensor out = ops::scale(x.value(), s);
   if (!x.tape()) return Var(out);
-  return x.tape()->record(out, {&x}, [s](const Tensor& g, InputGrads& grads) {
-    grads.set(0, ops::scale(g, s));
-  });
+  return x.tape()->record(
+      out, {&x}, [s](const Tensor& g, InputGrads& grads) { grads.set(0, ops::scale(g, s)); });
 }
 
 Var gelu(const Var& x) {
@@ -102,8 +105,7 @@ Var embedding(const Tensor& ids, const Var& wte, const Var& wpe, int64_t seq_len
   if (!tape) return Var(out);
   const int64_t vocab = wte.value().dim(0), n_ctx = wpe.value().dim(0);
   return tape->record(out, {&wte, &wpe},
-                      [ids, vocab, n_ctx, seq_len, pos_offset](const Tensor& g,
-                                                               InputGrads& grads) {
+                      [ids, vocab, n_ctx, seq_len, pos_offset](const Tensor& g, InputGrads& grads) {
                         ops::EmbeddingGrads eg =
                             ops::embedding_backward(g, ids, vocab, n_ctx, seq_len, pos_offset);
                         grads.set(0, std::move(eg.dwte));
@@ -133,8 +135,8 @@ Heads split_heads(const Var& qkv, int64_t batch, int64_t n_head) {
           }
         }
         const Tensor swapped = ops::merge_heads(stack.reshape({3, batch, bh / batch * t * d}), 1);
-        grads.set(0, ops::merge_heads(swapped.reshape({batch * 3 * n_head, t, d}), batch)
-                         .reshape(shape));
+        grads.set(
+            0, ops::merge_heads(swapped.reshape({batch * 3 * n_head, t, d}), batch).reshape(shape));
       });
   return {out[0], out[1], out[2]};
 }

@@ -84,7 +84,6 @@ class Tape {
   /// they run, so a tape is backward-ed once.
   void backward(const Var& root, const Tensor& seed = {});
 
-
  private:
   struct Input {
     int32_t node;  // −1 for constants
@@ -107,6 +106,8 @@ class Tape {
 /// The tape two operands share (the first one found), or null when neither has one.
 Tape* tape_of(std::initializer_list<const Var*> vars);
 /// t as the Var an op on `tape` should use (a constant when tape is null).
-inline Var param(Tape* tape, const Tensor& t) { return tape ? tape->param(t) : Var(t); }
+inline Var param(Tape* tape, const Tensor& t) {
+  return tape ? tape->param(t) : Var(t);
+}
 
 }  // namespace forge::autograd

@@ -41,9 +41,9 @@ struct AdamWParams {
   float lr = 1e-3f;
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
   float weight_decay = 0.0f;
-  float grad_scale = 1.0f;         // the grad-norm clip coefficient
-  float bias_correction1 = 1.0f;   // 1 − β1^step
-  float bias_correction2 = 1.0f;   // 1 − β2^step
+  float grad_scale = 1.0f;        // the grad-norm clip coefficient
+  float bias_correction1 = 1.0f;  // 1 − β1^step
+  float bias_correction2 = 1.0f;  // 1 − β2^step
 };
 
 /// Always-on device counters, so a regression in submits or allocations shows in any run.
@@ -72,8 +72,7 @@ class Backend {
   virtual std::string name() const = 0;
 
   virtual std::shared_ptr<Buffer> allocate(std::size_t bytes) = 0;
-  virtual void upload(Buffer& dst, std::size_t dst_offset, const void* src,
-                      std::size_t bytes) = 0;
+  virtual void upload(Buffer& dst, std::size_t dst_offset, const void* src, std::size_t bytes) = 0;
   virtual void download(Buffer& src, std::size_t src_offset, void* dst, std::size_t bytes) = 0;
   /// Several downloads in one device round trip.
   virtual void download_batch(std::span<const Download> downloads) {
@@ -98,8 +97,8 @@ class Backend {
   virtual void layernorm(const Tensor& out, const Tensor& x, const Tensor& weight,
                          const Tensor& bias, float eps) = 0;
   virtual void softmax_causal(const Tensor& out, const Tensor& scores, int64_t offset) = 0;
-  virtual void embedding(const Tensor& out, const Tensor& ids, const Tensor& wte,
-                         const Tensor& wpe, int64_t seq_len, int64_t pos_offset) = 0;
+  virtual void embedding(const Tensor& out, const Tensor& ids, const Tensor& wte, const Tensor& wpe,
+                         int64_t seq_len, int64_t pos_offset) = 0;
   virtual void split_heads(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& qkv,
                            int64_t batch) = 0;
   virtual void merge_heads(const Tensor& out, const Tensor& heads, int64_t batch) = 0;

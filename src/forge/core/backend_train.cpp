@@ -8,9 +8,15 @@ void Backend::unimplemented(const char* op) const {
   fail("{} is not implemented on the {} backend", op, name());
 }
 
-void Backend::mul(const Tensor&, const Tensor&, const Tensor&) { unimplemented("mul"); }
-void Backend::sum_rows(const Tensor&, const Tensor&) { unimplemented("sum_rows"); }
-void Backend::sum_squares(const Tensor&, const Tensor&) { unimplemented("sum_squares"); }
+void Backend::mul(const Tensor&, const Tensor&, const Tensor&) {
+  unimplemented("mul");
+}
+void Backend::sum_rows(const Tensor&, const Tensor&) {
+  unimplemented("sum_rows");
+}
+void Backend::sum_squares(const Tensor&, const Tensor&) {
+  unimplemented("sum_squares");
+}
 void Backend::gelu_backward(const Tensor&, const Tensor&, const Tensor&) {
   unimplemented("gelu_backward");
 }

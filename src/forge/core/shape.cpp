@@ -4,7 +4,9 @@
 
 namespace forge {
 
-const char* dtype_name(DType dtype) { return dtype == DType::F32 ? "f32" : "u32"; }
+const char* dtype_name(DType dtype) {
+  return dtype == DType::F32 ? "f32" : "u32";
+}
 
 int64_t Shape::numel() const {
   int64_t n = 1;

@@ -12,7 +12,9 @@ namespace forge {
 /// f32 for every computed value, u32 for token ids.
 enum class DType { F32, U32 };
 
-inline std::size_t dtype_size(DType) { return 4; }
+inline std::size_t dtype_size(DType) {
+  return 4;
+}
 const char* dtype_name(DType dtype);
 
 /// Dimensions of a tensor, outermost first.

@@ -12,9 +12,13 @@ Backend& Device::backend() const {
   return *backend_;
 }
 
-bool Device::is_cpu() const { return backend().kind() == BackendKind::Cpu; }
+bool Device::is_cpu() const {
+  return backend().kind() == BackendKind::Cpu;
+}
 
-std::string Device::name() const { return backend_ ? backend_->name() : "none"; }
+std::string Device::name() const {
+  return backend_ ? backend_->name() : "none";
+}
 
 namespace {
 
@@ -66,7 +70,9 @@ Tensor Tensor::from_ids(const std::vector<uint32_t>& ids, const Shape& shape,
   return t;
 }
 
-bool Tensor::is_contiguous() const { return strides_ == row_major_strides(shape_); }
+bool Tensor::is_contiguous() const {
+  return strides_ == row_major_strides(shape_);
+}
 
 Tensor Tensor::reshape(const Shape& shape) const {
   FORGE_CHECK(is_contiguous(), "cannot reshape strided tensor {}", describe());
@@ -151,6 +157,8 @@ uint32_t* Tensor::u32() const {
   return static_cast<uint32_t*>(base) + offset_;
 }
 
-std::string Tensor::describe() const { return std::string(dtype_name(dtype_)) + shape_.str(); }
+std::string Tensor::describe() const {
+  return std::string(dtype_name(dtype_)) + shape_.str();
+}
 
 }  // namespace forge

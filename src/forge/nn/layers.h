@@ -48,8 +48,8 @@ struct Embedding {
   Tensor wpe;  // [n_ctx, c]
   Var operator()(const Tensor& ids, int64_t seq_len, int64_t pos_offset,
                  autograd::Tape* tape) const {
-    return autograd::embedding(ids, autograd::param(tape, wte), autograd::param(tape, wpe),
-                               seq_len, pos_offset);
+    return autograd::embedding(ids, autograd::param(tape, wte), autograd::param(tape, wpe), seq_len,
+                               pos_offset);
   }
 };
 

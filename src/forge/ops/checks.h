@@ -6,7 +6,9 @@
 
 namespace forge::ops::detail {
 
-inline Backend& backend_of(const Tensor& t) { return t.device().backend(); }
+inline Backend& backend_of(const Tensor& t) {
+  return t.device().backend();
+}
 
 inline void check_f32(const Tensor& t, const char* op, const char* what) {
   FORGE_CHECK(t.defined(), "{}: {} is undefined", op, what);

@@ -60,7 +60,8 @@ void matmul_into(const Tensor& out, const Tensor& a, const Tensor& b, const Matm
                  const Tensor& bias) {
   const MatmulShape s = matmul_shape(a, b, params);
   check_bias(bias, s.n, a);
-  FORGE_CHECK(!(params.accumulate && params.gelu), "matmul: at most one epilogue (accumulate or gelu)");
+  FORGE_CHECK(!(params.accumulate && params.gelu),
+              "matmul: at most one epilogue (accumulate or gelu)");
   check_f32(out, "matmul", "out");
   check_same_device(a, out, "matmul");
   const Shape want = a.rank() == 3 ? Shape{s.batch, s.m, s.n} : Shape{s.m, s.n};

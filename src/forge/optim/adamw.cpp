@@ -43,8 +43,8 @@ AdamW::AdamW(std::vector<ParamRef> params, AdamWOptions options)
 }
 
 void AdamW::step(const std::vector<Tensor>& grads, float lr, float grad_scale) {
-  FORGE_CHECK(grads.size() == params_.size(), "AdamW: {} gradients for {} parameters",
-              grads.size(), params_.size());
+  FORGE_CHECK(grads.size() == params_.size(), "AdamW: {} gradients for {} parameters", grads.size(),
+              params_.size());
   ++step_;
   AdamWParams p;
   p.lr = lr;

@@ -26,8 +26,8 @@ struct AdamWOptions {
 };
 
 struct GradNorm {
-  double norm;         // the global L2 norm before clipping
-  float coefficient;   // min(1, max_norm / (norm + 1e-6)), PyTorch's clip_grad_norm_
+  double norm;        // the global L2 norm before clipping
+  float coefficient;  // min(1, max_norm / (norm + 1e-6)), PyTorch's clip_grad_norm_
 };
 /// The global norm of `grads` (undefined entries are zero) and the clip coefficient for
 /// max_norm (≤ 0: no clipping, coefficient 1). One device round trip for all the norms.

@@ -8,7 +8,9 @@
 namespace forge {
 
 // __builtin_bit_cast, not std::bit_cast: the wasm build's libc++ (Emscripten 3.1.6) lacks it.
-inline float float_from_bits(uint32_t bits) { return __builtin_bit_cast(float, bits); }
+inline float float_from_bits(uint32_t bits) {
+  return __builtin_bit_cast(float, bits);
+}
 
 /// IEEE 754 binary16: 1 sign, 5 exponent (bias 15), 10 mantissa bits.
 inline float f16_to_f32(uint16_t h) {

@@ -111,8 +111,10 @@ void write_loss_plot(const std::string& path, const std::vector<LossPoint>& trai
   auto px = [&](int64_t step) { return kMargin + int(double(step) / double(last) * plot_w); };
   auto py = [&](double loss) { return kMargin + int((hi - loss) / (hi - lo) * plot_h); };
   for (int i = 0; i <= 10; ++i) {  // grid: ten divisions each way
-    for (int x = kMargin; x <= kMargin + plot_w; ++x) dot(x, kMargin + plot_h * i / 10, {225, 225, 225});
-    for (int y = kMargin; y <= kMargin + plot_h; ++y) dot(kMargin + plot_w * i / 10, y, {225, 225, 225});
+    for (int x = kMargin; x <= kMargin + plot_w; ++x)
+      dot(x, kMargin + plot_h * i / 10, {225, 225, 225});
+    for (int y = kMargin; y <= kMargin + plot_h; ++y)
+      dot(kMargin + plot_w * i / 10, y, {225, 225, 225});
   }
   auto line = [&](const std::vector<LossPoint>& series, std::array<uint8_t, 3> c) {
     for (size_t i = 1; i < series.size(); ++i) {

@@ -77,27 +77,48 @@ TrainConfig TrainConfig::from_json(const nlohmann::json& j, TrainConfig c) {
   FORGE_CHECK(j.is_object(), "training config must be a JSON object, got {}", j.type_name());
   for (const auto& [key, value] : j.items()) {
     FORGE_CHECK(value.is_number(), "training config: {} must be a number", key);
-    if (key == "n_layer") c.n_layer = value;
-    else if (key == "n_head") c.n_head = value;
-    else if (key == "n_embd") c.n_embd = value;
-    else if (key == "n_ctx") c.n_ctx = value;
-    else if (key == "dropout") c.dropout = value;
-    else if (key == "steps") c.steps = value;
-    else if (key == "warmup_steps") c.warmup_steps = value;
-    else if (key == "lr") c.lr = value;
-    else if (key == "min_lr") c.min_lr = value;
-    else if (key == "weight_decay") c.weight_decay = value;
-    else if (key == "beta1") c.beta1 = value;
-    else if (key == "beta2") c.beta2 = value;
-    else if (key == "grad_clip") c.grad_clip = value;
-    else if (key == "batch") c.batch = value;
-    else if (key == "accumulation") c.accumulation = value;
-    else if (key == "eval_interval") c.eval_interval = value;
-    else if (key == "eval_batches") c.eval_batches = value;
-    else if (key == "log_interval") c.log_interval = value;
-    else if (key == "val_fraction") c.val_fraction = value;
-    else if (key == "seed") c.seed = value;
-    else fail("training config: unknown key {}", key);
+    if (key == "n_layer")
+      c.n_layer = value;
+    else if (key == "n_head")
+      c.n_head = value;
+    else if (key == "n_embd")
+      c.n_embd = value;
+    else if (key == "n_ctx")
+      c.n_ctx = value;
+    else if (key == "dropout")
+      c.dropout = value;
+    else if (key == "steps")
+      c.steps = value;
+    else if (key == "warmup_steps")
+      c.warmup_steps = value;
+    else if (key == "lr")
+      c.lr = value;
+    else if (key == "min_lr")
+      c.min_lr = value;
+    else if (key == "weight_decay")
+      c.weight_decay = value;
+    else if (key == "beta1")
+      c.beta1 = value;
+    else if (key == "beta2")
+      c.beta2 = value;
+    else if (key == "grad_clip")
+      c.grad_clip = value;
+    else if (key == "batch")
+      c.batch = value;
+    else if (key == "accumulation")
+      c.accumulation = value;
+    else if (key == "eval_interval")
+      c.eval_interval = value;
+    else if (key == "eval_batches")
+      c.eval_batches = value;
+    else if (key == "log_interval")
+      c.log_interval = value;
+    else if (key == "val_fraction")
+      c.val_fraction = value;
+    else if (key == "seed")
+      c.seed = value;
+    else
+      fail("training config: unknown key {}", key);
   }
   return c;
 }
@@ -112,7 +133,8 @@ void TrainConfig::validate() const {
   FORGE_CHECK(steps > 0 && warmup_steps >= 0, "training config: steps must be positive");
   FORGE_CHECK(lr > 0 && min_lr >= 0 && min_lr <= lr,
               "training config: need 0 ≤ min_lr ≤ lr and lr > 0 (lr {}, min_lr {})", lr, min_lr);
-  FORGE_CHECK(batch > 0 && accumulation > 0, "training config: batch and accumulation must be "
+  FORGE_CHECK(batch > 0 && accumulation > 0,
+              "training config: batch and accumulation must be "
               "positive");
   FORGE_CHECK(eval_interval > 0 && eval_batches > 0 && log_interval > 0,
               "training config: eval_interval, eval_batches and log_interval must be positive");
@@ -129,8 +151,11 @@ float TrainConfig::lr_at(int64_t s) const {
 
 Trainer::Trainer(TrainConfig config, std::vector<uint32_t> tokens, std::string out_dir,
                  std::unique_ptr<Gpt2> model)
-    : config_(config), tokens_(std::move(tokens)), out_dir_(std::move(out_dir)),
-      model_(std::move(model)), best_val_(std::numeric_limits<double>::infinity()) {
+    : config_(config),
+      tokens_(std::move(tokens)),
+      out_dir_(std::move(out_dir)),
+      model_(std::move(model)),
+      best_val_(std::numeric_limits<double>::infinity()) {
   config_.validate();
   const int64_t n = static_cast<int64_t>(tokens_.size());
   train_end_ = n - static_cast<int64_t>(std::llround(double(n) * config_.val_fraction));
@@ -155,7 +180,9 @@ void Trainer::make_optimizer() {
   std::vector<optim::ParamRef> refs;
   for (const Gpt2Parameter& p : model_->parameters()) refs.push_back({p.name, p.tensor, p.decay});
   adamw_ = std::make_unique<optim::AdamW>(
-      refs, optim::AdamWOptions{.beta1 = config_.beta1, .beta2 = config_.beta2, .eps = 1e-8f,
+      refs, optim::AdamWOptions{.beta1 = config_.beta1,
+                                .beta2 = config_.beta2,
+                                .eps = 1e-8f,
                                 .weight_decay = config_.weight_decay});
 }
 
@@ -246,7 +273,8 @@ double Trainer::validation_loss() const {
   for (int64_t e = 0; e < config_.eval_batches; ++e) {
     std::vector<int64_t> starts;
     for (int64_t b = 0; b < config_.batch; ++b) {
-      starts.push_back(train_end_ + span * (e * config_.batch + b) / std::max<int64_t>(1, count - 1));
+      starts.push_back(train_end_ +
+                       span * (e * config_.batch + b) / std::max<int64_t>(1, count - 1));
     }
     windows(starts, inputs, targets);
     total += model_->loss(inputs, targets, config_.batch);
@@ -277,11 +305,11 @@ void Trainer::save_best() const {
   write_text(out_dir_ + "/train_config.json", config_.to_json().dump(2) + "\n");
 }
 
-void Trainer::append_log(int64_t step, double lr, double train_loss, double val_loss,
-                         double tok_s, double wall_s) {
-  std::string row = fmt::format("{},{:.6g},{:.6f},{},{:.1f},{:.1f}\n", step, lr, train_loss,
-                                std::isnan(val_loss) ? "" : fmt::format("{:.6f}", val_loss),
-                                tok_s, wall_s);
+void Trainer::append_log(int64_t step, double lr, double train_loss, double val_loss, double tok_s,
+                         double wall_s) {
+  std::string row =
+      fmt::format("{},{:.6g},{:.6f},{},{:.1f},{:.1f}\n", step, lr, train_loss,
+                  std::isnan(val_loss) ? "" : fmt::format("{:.6f}", val_loss), tok_s, wall_s);
   std::string log = read_text(out_dir_ + "/train_log.csv") + row;
   write_text(out_dir_ + "/train_log.csv", log);
 }

@@ -66,8 +66,8 @@ struct Progress {
 class Trainer {
  public:
   /// A fresh run from a random initialisation (seeded by config.seed).
-  Trainer(TrainConfig config, int64_t vocab_size, std::vector<uint32_t> tokens,
-          std::string out_dir, const Device& device);
+  Trainer(TrainConfig config, int64_t vocab_size, std::vector<uint32_t> tokens, std::string out_dir,
+          const Device& device);
   /// Continues the run whose checkpoint is in out_dir/checkpoint; `steps` > 0 replaces the
   /// total step count (the schedule then stretches to it).
   static std::unique_ptr<Trainer> resume(std::vector<uint32_t> tokens, std::string out_dir,

@@ -28,16 +28,16 @@ class HostBuffer final : public Buffer {
   void* data_;
 };
 
-float* f(const Tensor& t) { return t.f32(); }
+float* f(const Tensor& t) {
+  return t.f32();
+}
 
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(int threads) : pool_(threads) {}
 
   BackendKind kind() const override { return BackendKind::Cpu; }
-  std::string name() const override {
-    return "cpu (" + std::to_string(pool_.size()) + " threads)";
-  }
+  std::string name() const override { return "cpu (" + std::to_string(pool_.size()) + " threads)"; }
 
   std::shared_ptr<Buffer> allocate(std::size_t bytes) override {
     return std::make_shared<HostBuffer>(bytes);
@@ -175,8 +175,8 @@ class CpuBackend final : public Backend {
   void attention_step(const Tensor& out, const Tensor* probs, const Tensor& qkv,
                       const Tensor& cache_k, const Tensor& cache_v, int64_t pos,
                       float alpha) override {
-    cpu::attention_step(pool_, f(out), probs ? f(*probs) : nullptr, f(qkv), f(cache_k),
-                        f(cache_v), cache_k.dim(0), cache_k.dim(1), cache_k.dim(2), pos, alpha);
+    cpu::attention_step(pool_, f(out), probs ? f(*probs) : nullptr, f(qkv), f(cache_k), f(cache_v),
+                        cache_k.dim(0), cache_k.dim(1), cache_k.dim(2), pos, alpha);
   }
   void argmax(const Tensor& out_ids, const Tensor& x) override {
     cpu::argmax(pool_, out_ids.u32(), f(x), x.dim(0), x.dim(1));
@@ -206,8 +206,8 @@ class CpuBackend final : public Backend {
   }
   void softmax_causal_backward(const Tensor& dscores, const Tensor& probs, const Tensor& dprobs,
                                int64_t offset) override {
-    cpu::softmax_causal_backward(pool_, f(dscores), f(probs), f(dprobs), probs.dim(0),
-                                 probs.dim(1), probs.dim(2), offset);
+    cpu::softmax_causal_backward(pool_, f(dscores), f(probs), f(dprobs), probs.dim(0), probs.dim(1),
+                                 probs.dim(2), offset);
   }
   void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout,
                           const Tensor& ids, int64_t seq_len, int64_t pos_offset) override {
@@ -218,8 +218,8 @@ class CpuBackend final : public Backend {
   void cross_entropy(const Tensor& losses, const Tensor* dlogits, const Tensor& logits,
                      const Tensor& targets, float grad_scale) override {
     check_ids_below(targets, logits.dim(1), "cross_entropy");
-    cpu::cross_entropy(pool_, f(losses), dlogits ? f(*dlogits) : nullptr, f(logits),
-                       targets.u32(), logits.dim(0), logits.dim(1), grad_scale);
+    cpu::cross_entropy(pool_, f(losses), dlogits ? f(*dlogits) : nullptr, f(logits), targets.u32(),
+                       logits.dim(0), logits.dim(1), grad_scale);
   }
   void dropout(const Tensor& out, const Tensor& x, const DropoutParams& params) override {
     cpu::dropout(pool_, f(out), f(x), x.numel(), params);

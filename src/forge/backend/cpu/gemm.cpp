@@ -35,8 +35,12 @@ constexpr int64_t kMaxNC = 512;       // a 256×512 block of b (512 KiB) stays i
 // Below this many multiply-adds a GEMM runs on the calling thread: waking the pool costs more.
 constexpr int64_t kParallelMacs = int64_t{1} << 18;
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+int64_t round_up(int64_t a, int64_t b) {
+  return ceil_div(a, b) * b;
+}
 
 struct Range {
   int64_t begin, end;
@@ -151,8 +155,7 @@ struct SourceRows {
   int64_t rows, len, ld;
 };
 
-SourceRows b_source(const Gemm& g, const float* b, int64_t j0, int64_t nc, int64_t p0,
-                    int64_t kc) {
+SourceRows b_source(const Gemm& g, const float* b, int64_t j0, int64_t nc, int64_t p0, int64_t kc) {
   if (g.trans_b) return {b + j0 * g.ldb + p0, nc, kc, g.ldb};
   return {b + p0 * g.ldb + j0, kc, nc, g.ldb};
 }
@@ -306,8 +309,8 @@ FORGE_AVX2 void gemv_t_avx2(float* out, const float* x, const float* b, int64_t 
     for (; p + 32 <= k; p += 32) {
 #pragma GCC unroll 4
       for (int q = 0; q < 4; ++q) {
-        s[q] = _mm256_fmadd_ps(_mm256_loadu_ps(row + p + 8 * q), _mm256_loadu_ps(x + p + 8 * q),
-                               s[q]);
+        s[q] =
+            _mm256_fmadd_ps(_mm256_loadu_ps(row + p + 8 * q), _mm256_loadu_ps(x + p + 8 * q), s[q]);
       }
     }
     for (; p + 8 <= k; p += 8) {
@@ -349,8 +352,7 @@ struct Kernels {
 Kernels kernels_for([[maybe_unused]] Isa isa) {
 #ifdef FORGE_AVX2
   if (isa == Isa::Avx2) {
-    return {micro_avx2, transpose_panel_a_avx2, transpose_panel_b_avx2, gemv_t_avx2,
-            gemv_n_avx2};
+    return {micro_avx2, transpose_panel_a_avx2, transpose_panel_b_avx2, gemv_t_avx2, gemv_n_avx2};
   }
 #endif
   return {micro_portable, transpose_panel<kMR>, transpose_panel<kNR>, gemv_t_portable,
@@ -397,11 +399,10 @@ void gemm_tile(const Gemm& g, int64_t bi, Range rows, Range cols, const Kernels&
       // instead of stalling the next pack_b.
       const bool last_pc = pc + kc >= g.k;
       const int64_t next_jc = last_pc ? jc + nc : jc, next_pc = last_pc ? 0 : pc + kc;
-      const SourceRows next =
-          next_jc < cols.end
-              ? b_source(g, b, next_jc, std::min(nc_max, cols.end - next_jc), next_pc,
-                         std::min(kc_max, g.k - next_pc))
-              : SourceRows{b, 0, 0, 0};
+      const SourceRows next = next_jc < cols.end
+                                  ? b_source(g, b, next_jc, std::min(nc_max, cols.end - next_jc),
+                                             next_pc, std::min(kc_max, g.k - next_pc))
+                                  : SourceRows{b, 0, 0, 0};
       const int64_t first_mc = std::min(mc_max, rows.end - rows.begin);
       const int64_t steps = ceil_div(nc, kNR) * ceil_div(first_mc, kMR);
       int64_t step = 0;
@@ -414,8 +415,12 @@ void gemm_tile(const Gemm& g, int64_t bi, Range rows, Range cols, const Kernels&
               prefetch_rows(next, next.rows * step / steps, next.rows * (step + 1) / steps);
               ++step;
             }
-            const Tile t{out + (ic + ir) * g.ldo + jc + jr, g.ldo, std::min(kMR, mc - ir),
-                         std::min(kNR, nc - jr), pc > 0, g.alpha,
+            const Tile t{out + (ic + ir) * g.ldo + jc + jr,
+                         g.ldo,
+                         std::min(kMR, mc - ir),
+                         std::min(kNR, nc - jr),
+                         pc > 0,
+                         g.alpha,
                          g.bias ? g.bias + jc + jr : nullptr};
             kern.micro(kc, s.a.get() + ir * kc, s.b.get() + jr * kc, t);
           }

@@ -1,13 +1,14 @@
 // Fast elementwise and row kernels (the GEMM is in gemm.cpp). Each op splits its rows or
 // elements over the pool and runs an AVX2 body when the CPU has one; the portable path runs
 // the reference loop on each piece. tests/cpu_kernels_test.cpp holds both paths to reference.h.
+#include "forge/backend/cpu/kernels.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "forge/backend/cpu/isa.h"
-#include "forge/backend/cpu/kernels.h"
 #include "forge/backend/cpu/simd_avx2.h"
 #include "forge/backend/cpu/thread_pool.h"
 
@@ -18,9 +19,13 @@ namespace {
 constexpr int64_t kGrain = int64_t{1} << 15;
 
 /// Rows per piece so that each piece touches at least kGrain floats.
-int64_t row_grain(int64_t c) { return std::max<int64_t>(1, kGrain / std::max<int64_t>(1, c)); }
+int64_t row_grain(int64_t c) {
+  return std::max<int64_t>(1, kGrain / std::max<int64_t>(1, c));
+}
 
-[[maybe_unused]] bool use_avx2() { return active_isa() == Isa::Avx2; }
+[[maybe_unused]] bool use_avx2() {
+  return active_isa() == Isa::Avx2;
+}
 
 #ifdef FORGE_AVX2
 // gelu(x) = 0.5·x·(1 + tanh(z)) = x·σ(2z) = x / (1 + e^(−2z)),  z = √(2/π)·(x + 0.044715·x³).
@@ -64,8 +69,8 @@ FORGE_AVX2 void layernorm_avx2(float* out, const float* x, const float* weight, 
     const __m256 vrstd = _mm256_set1_ps(rstd);
     for (i = 0; i + 8 <= c; i += 8) {
       const __m256 norm = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(xr + i), vmean), vrstd);
-      _mm256_storeu_ps(yr + i, _mm256_fmadd_ps(norm, _mm256_loadu_ps(weight + i),
-                                               _mm256_loadu_ps(bias + i)));
+      _mm256_storeu_ps(
+          yr + i, _mm256_fmadd_ps(norm, _mm256_loadu_ps(weight + i), _mm256_loadu_ps(bias + i)));
     }
     for (; i < c; ++i) yr[i] = (xr[i] - mean) * rstd * weight[i] + bias[i];
   }
@@ -150,8 +155,8 @@ void gelu(ThreadPool& pool, float* out, const float* x, int64_t n) {
   });
 }
 
-void layernorm(ThreadPool& pool, float* out, const float* x, const float* weight,
-               const float* bias, int64_t rows, int64_t c, float eps) {
+void layernorm(ThreadPool& pool, float* out, const float* x, const float* weight, const float* bias,
+               int64_t rows, int64_t c, float eps) {
 #ifdef FORGE_AVX2
   const bool avx2 = use_avx2();
 #endif

@@ -13,8 +13,8 @@ void gemm(ThreadPool& pool, const Gemm& g);
 void add(ThreadPool& pool, float* out, const float* a, const float* b, int64_t n);
 void scale(ThreadPool& pool, float* out, const float* x, float s, int64_t n);
 void gelu(ThreadPool& pool, float* out, const float* x, int64_t n);
-void layernorm(ThreadPool& pool, float* out, const float* x, const float* weight,
-               const float* bias, int64_t rows, int64_t c, float eps);
+void layernorm(ThreadPool& pool, float* out, const float* x, const float* weight, const float* bias,
+               int64_t rows, int64_t c, float eps);
 void softmax_causal(ThreadPool& pool, float* out, const float* scores, int64_t b, int64_t t,
                     int64_t s, int64_t offset);
 void argmax(ThreadPool& pool, uint32_t* out, const float* x, int64_t r, int64_t n);

@@ -29,7 +29,8 @@ FORGE_AVX2 inline float hmax(__m256 v) {
 
 /// e^x per lane, within ~2 ulp of expf. Inputs are clamped to [-87.3, 88.37], so the result is
 /// finite and never denormal (e^-87.3 ≈ 1.2e-38; nothing in Forge needs anything smaller).
-/// Cephes' expf: x = n·ln2 + r with |r| ≤ ln2/2, e^r by a degree-6 polynomial, 2^n by exponent bits.
+/// Cephes' expf: x = n·ln2 + r with |r| ≤ ln2/2, e^r by a degree-6 polynomial, 2^n by exponent
+/// bits.
 FORGE_AVX2 inline __m256 exp(__m256 x) {
   x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.37f));
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
@@ -44,8 +45,8 @@ FORGE_AVX2 inline __m256 exp(__m256 x) {
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
   p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  const __m256i bits = _mm256_slli_epi32(
-      _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  const __m256i bits =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
 }
 

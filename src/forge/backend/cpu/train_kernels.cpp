@@ -2,13 +2,14 @@
 // and run the reference loop on each piece (so they are the reference, bit for bit); the
 // column reductions (sum_rows, dγ/dβ, embedding scatter-add) split by columns or by fixed row
 // blocks so their summation order never depends on how many threads there are.
+#include "forge/backend/cpu/train_kernels.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "forge/backend/cpu/thread_pool.h"
-#include "forge/backend/cpu/train_kernels.h"
 #include "forge/core/dropout.h"
 
 namespace forge::cpu {
@@ -19,14 +20,15 @@ constexpr int64_t kGrain = int64_t{1} << 14;
 // Rows summed per partial in the column reductions: fixed, so results do not depend on threads.
 constexpr int64_t kRowBlock = 64;
 
-int64_t row_grain(int64_t c) { return std::max<int64_t>(1, kGrain / std::max<int64_t>(1, c)); }
+int64_t row_grain(int64_t c) {
+  return std::max<int64_t>(1, kGrain / std::max<int64_t>(1, c));
+}
 
 }  // namespace
 
 void mul(ThreadPool& pool, float* out, const float* a, const float* b, int64_t n) {
-  pool.parallel_for(n, kGrain, [&](int64_t lo, int64_t hi) {
-    ref::mul(out + lo, a + lo, b + lo, hi - lo);
-  });
+  pool.parallel_for(n, kGrain,
+                    [&](int64_t lo, int64_t hi) { ref::mul(out + lo, a + lo, b + lo, hi - lo); });
 }
 
 void sum_rows(ThreadPool& pool, float* out, const float* x, int64_t r, int64_t c) {
@@ -64,9 +66,8 @@ void gelu_backward(ThreadPool& pool, float* dx, const float* x, const float* dy,
   });
 }
 
-void layernorm_backward(ThreadPool& pool, float* dx, float* dweight, float* dbias,
-                        const float* dy, const float* x, const float* weight, int64_t r,
-                        int64_t c, float eps) {
+void layernorm_backward(ThreadPool& pool, float* dx, float* dweight, float* dbias, const float* dy,
+                        const float* x, const float* weight, int64_t r, int64_t c, float eps) {
   // dx row by row; dγ/dβ as one partial per block of kRowBlock rows, then the partials in order.
   const int64_t blocks = (r + kRowBlock - 1) / kRowBlock;
   std::vector<float> partial(blocks * 2 * c);
@@ -90,8 +91,7 @@ void layernorm_backward(ThreadPool& pool, float* dx, float* dweight, float* dbia
 }
 
 void softmax_causal_backward(ThreadPool& pool, float* dscores, const float* probs,
-                             const float* dprobs, int64_t b, int64_t t, int64_t s,
-                             int64_t offset) {
+                             const float* dprobs, int64_t b, int64_t t, int64_t s, int64_t offset) {
   // Rows are independent; a piece of whole [t, s] matrices keeps the row → position mapping.
   pool.parallel_for(b, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, t * s)),
                     [&](int64_t lo, int64_t hi) {
@@ -103,9 +103,8 @@ void softmax_causal_backward(ThreadPool& pool, float* dscores, const float* prob
 void embedding_backward(ThreadPool& pool, float* dwte, float* dwpe, const float* dout,
                         const uint32_t* ids, int64_t n, int64_t c, int64_t vocab, int64_t n_ctx,
                         int64_t seq_len, int64_t pos_offset) {
-  pool.parallel_for(vocab, row_grain(c), [&](int64_t lo, int64_t hi) {
-    std::fill(dwte + lo * c, dwte + hi * c, 0.0f);
-  });
+  pool.parallel_for(vocab, row_grain(c),
+                    [&](int64_t lo, int64_t hi) { std::fill(dwte + lo * c, dwte + hi * c, 0.0f); });
   std::fill_n(dwpe, n_ctx * c, 0.0f);
   // Threads own column ranges, so repeated ids never collide and rows add in order.
   pool.parallel_for(c, std::max<int64_t>(8, kGrain / std::max<int64_t>(1, n)),

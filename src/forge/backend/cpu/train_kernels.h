@@ -15,12 +15,10 @@ void mul(ThreadPool& pool, float* out, const float* a, const float* b, int64_t n
 void sum_rows(ThreadPool& pool, float* out, const float* x, int64_t r, int64_t c);
 void sum_squares(ThreadPool& pool, float* out, const float* x, int64_t n);
 void gelu_backward(ThreadPool& pool, float* dx, const float* x, const float* dy, int64_t n);
-void layernorm_backward(ThreadPool& pool, float* dx, float* dweight, float* dbias,
-                        const float* dy, const float* x, const float* weight, int64_t r,
-                        int64_t c, float eps);
+void layernorm_backward(ThreadPool& pool, float* dx, float* dweight, float* dbias, const float* dy,
+                        const float* x, const float* weight, int64_t r, int64_t c, float eps);
 void softmax_causal_backward(ThreadPool& pool, float* dscores, const float* probs,
-                             const float* dprobs, int64_t b, int64_t t, int64_t s,
-                             int64_t offset);
+                             const float* dprobs, int64_t b, int64_t t, int64_t s, int64_t offset);
 void embedding_backward(ThreadPool& pool, float* dwte, float* dwpe, const float* dout,
                         const uint32_t* ids, int64_t n, int64_t c, int64_t vocab, int64_t n_ctx,
                         int64_t seq_len, int64_t pos_offset);

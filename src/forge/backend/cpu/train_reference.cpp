@@ -82,8 +82,8 @@ void softmax_causal_backward(float* dscores, const float* probs, const float* dp
   }
 }
 
-void embedding_backward(float* dwte, float* dwpe, const float* dout, const uint32_t* ids,
-                        int64_t n, int64_t c, int64_t vocab, int64_t n_ctx, int64_t seq_len,
+void embedding_backward(float* dwte, float* dwpe, const float* dout, const uint32_t* ids, int64_t n,
+                        int64_t c, int64_t vocab, int64_t n_ctx, int64_t seq_len,
                         int64_t pos_offset) {
   std::fill_n(dwte, vocab * c, 0.0f);
   std::fill_n(dwpe, n_ctx * c, 0.0f);

@@ -24,8 +24,8 @@ void layernorm_backward(float* dx, float* dweight, float* dbias, const float* dy
 void softmax_causal_backward(float* dscores, const float* probs, const float* dprobs, int64_t b,
                              int64_t t, int64_t s, int64_t offset);
 /// dout [n, c], ids [n] (< vocab) → dwte [vocab, c], dwpe [n_ctx, c], both overwritten.
-void embedding_backward(float* dwte, float* dwpe, const float* dout, const uint32_t* ids,
-                        int64_t n, int64_t c, int64_t vocab, int64_t n_ctx, int64_t seq_len,
+void embedding_backward(float* dwte, float* dwpe, const float* dout, const uint32_t* ids, int64_t n,
+                        int64_t c, int64_t vocab, int64_t n_ctx, int64_t seq_len,
                         int64_t pos_offset);
 /// logits [r, v], targets [r] (< v) → losses [r]; dlogits [r, v] (may be null) =
 /// (softmax − onehot)·grad_scale. Row sums in double.

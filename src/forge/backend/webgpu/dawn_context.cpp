@@ -795,8 +795,8 @@ class DawnContext final : public Context {
     wait(d_, instance_, d_.QueueOnSubmittedWorkDone(queue_, cb), "the queue");
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    ProfileEntry& e = profile_entries_[fmt::format("{} [{}x{}x{}]", name, groups[0], groups[1],
-                                                   groups[2])];
+    ProfileEntry& e =
+        profile_entries_[fmt::format("{} [{}x{}x{}]", name, groups[0], groups[1], groups[2])];
     ++e.count;
     e.ms += ms;
   }

@@ -32,8 +32,8 @@ std::string kernel_source(std::string_view name) {
     constexpr std::string_view kInclude = "#include \"";
     if (line.starts_with(kInclude) && line.ends_with('"')) {
       const std::string_view lib = line.substr(kInclude.size(), line.size() - kInclude.size() - 1);
-      FORGE_CHECK(!gpu::wgsl_source(lib).empty(), "WebGPU: kernel '{}' includes unknown '{}'",
-                  name, lib);
+      FORGE_CHECK(!gpu::wgsl_source(lib).empty(), "WebGPU: kernel '{}' includes unknown '{}'", name,
+                  lib);
       out += gpu::wgsl_source(lib);
     } else {
       out += line;
@@ -90,7 +90,8 @@ class WebGpuBackend final : public Backend {
     if (ctx_->adapter().type != "cpu") short_k_max_ = 0;
     if (const char* kc = std::getenv("FORGE_WEBGPU_SPLIT_K")) split_k_ = std::atol(kc);
     if (const char* sk = std::getenv("FORGE_WEBGPU_SHORT_K")) short_k_max_ = std::atol(sk);
-    if (const char* sm = std::getenv("FORGE_WEBGPU_SOFTMAX")) online_softmax_ = std::string(sm) != "main";
+    if (const char* sm = std::getenv("FORGE_WEBGPU_SOFTMAX"))
+      online_softmax_ = std::string(sm) != "main";
     dummy_ = ctx_->buffer(256);
     status_ = ctx_->buffer(256);
     const uint32_t zero[4] = {};
@@ -224,13 +225,12 @@ class WebGpuBackend final : public Backend {
           } p{u32(rows), u32(t), u32(s), u32(offset), v[0].offset, v[1].offset, 0, 0};
           const char* entry = online_softmax_ ? "online" : "main";
           const std::string name = std::string("softmax_causal_") + entry;
-          run_kernel(kernel(name,
-                            [&] {
-                              return gpu::KernelSpec{
-                                  name, kernel_source("softmax_causal"), entry,
-                                  "rw"};
-                            }),
-                     {v[1].binding, v[0].binding}, p, grid(rows, 1));
+          run_kernel(
+              kernel(name,
+                     [&] {
+                       return gpu::KernelSpec{name, kernel_source("softmax_causal"), entry, "rw"};
+                     }),
+              {v[1].binding, v[0].binding}, p, grid(rows, 1));
         },
         t);
   }
@@ -303,11 +303,20 @@ class WebGpuBackend final : public Backend {
       uint32_t n_head, d, capacity, pos, off_qkv, off_k, off_v, off_out, off_probs, has_probs;
       float alpha;
       uint32_t pad;
-    } p{u32(cache_k.dim(0)), u32(cache_k.dim(2)), u32(cache_k.dim(1)), u32(pos),
-        vq.offset,           vk.offset,           vv.offset,           vo.offset,
-        vp.offset,           probs ? 1u : 0u,     alpha,               0};
-    run("attention_step", "rwwww", {vq.binding, vk.binding, vv.binding, vo.binding, vp.binding},
-        p, {u32(cache_k.dim(0)), 1, 1});
+    } p{u32(cache_k.dim(0)),
+        u32(cache_k.dim(2)),
+        u32(cache_k.dim(1)),
+        u32(pos),
+        vq.offset,
+        vk.offset,
+        vv.offset,
+        vo.offset,
+        vp.offset,
+        probs ? 1u : 0u,
+        alpha,
+        0};
+    run("attention_step", "rwwww", {vq.binding, vk.binding, vv.binding, vo.binding, vp.binding}, p,
+        {u32(cache_k.dim(0)), 1, 1});
   }
 
   void argmax(const Tensor& out_ids, const Tensor& x) override {
@@ -368,7 +377,7 @@ class WebGpuBackend final : public Backend {
     const Tensor *out, *a, *b, *bias;
     bool trans_a, trans_b;
     float alpha;
-    bool residual;  // out += the product (MatmulParams::accumulate)
+    bool residual;                         // out += the product (MatmulParams::accumulate)
     int64_t k, lda, ldb, ldo, sa, sb, so;  // k: the whole product's
   };
   /// accumulate: a later k chunk (adds to out, no bias); gelu: this part ends the k sum.
@@ -555,8 +564,7 @@ class WebGpuBackend final : public Backend {
       const std::string consts = fmt::format(
           "const BM = {}u;\nconst BN = {}u;\nconst BK = {}u;\nconst TM = {}u;\nconst TN = {}u;\n",
           t.bm, t.bn, t.bk, t.tm, t.tn);
-      return gpu::KernelSpec{t.name, consts + kernel_source("matmul"), "main",
-                             "rrrw"};
+      return gpu::KernelSpec{t.name, consts + kernel_source("matmul"), "main", "rrrw"};
     });
   }
 

@@ -31,8 +31,8 @@ struct GenerateResult {
   std::vector<uint32_t> ids;  // generated tokens only
   std::string text;           // their text, when a tokenizer was given
   StopReason reason = StopReason::MaxTokens;
-  double prefill_ms = 0.0;    // the prompt's forward and the first token's choice
-  double decode_ms = 0.0;     // every later token
+  double prefill_ms = 0.0;  // the prompt's forward and the first token's choice
+  double decode_ms = 0.0;   // every later token
 };
 
 /// Called once per generated token with its id and the newly completed text (never half a

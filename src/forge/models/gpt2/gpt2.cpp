@@ -65,13 +65,12 @@ Gpt2 Gpt2::load(const std::string& dir, const Device& device, const LoadProgress
 std::string Gpt2::checkpoint_path(const std::string& dir) {
   const std::string safetensors = dir + "/model.safetensors";
   const std::string compact = dir + "/model.compact";
-  if (std::filesystem::exists(safetensors) || !std::filesystem::exists(compact))
-    return safetensors;
+  if (std::filesystem::exists(safetensors) || !std::filesystem::exists(compact)) return safetensors;
   return compact;
 }
 
-Gpt2 Gpt2::from_checkpoint(const Gpt2Config& config, const std::string& path,
-                           const Device& device, const LoadProgress& progress) {
+Gpt2 Gpt2::from_checkpoint(const Gpt2Config& config, const std::string& path, const Device& device,
+                           const LoadProgress& progress) {
   if (detect_checkpoint_format(path) == CheckpointFormat::Compact)
     return from_compact(config, CompactCheckpoint::open(path), device, progress);
   return from_safetensors(config, path, device, progress);
@@ -95,16 +94,16 @@ Gpt2 Gpt2::from_file(const Gpt2Config& config, const File& file, const std::stri
     FORGE_CHECK(shape == spec.shape, "{}: tensor {} has shape {}, but the config needs {}", path,
                 name, shape.str(), spec.shape.str());
     Tensor t = file.read(name, device);
-    FORGE_CHECK(t.dtype() == DType::F32, "{}: tensor {} must be a float tensor, got {}", path,
-                name, dtype_name(t.dtype()));
+    FORGE_CHECK(t.dtype() == DType::F32, "{}: tensor {} must be a float tensor, got {}", path, name,
+                dtype_name(t.dtype()));
     *spec.slot = std::move(t);
     if (progress) progress(static_cast<int64_t>(i + 1), static_cast<int64_t>(specs.size()));
   }
   return model;
 }
 
-Gpt2 Gpt2::from_safetensors(const Gpt2Config& config, const std::string& path,
-                            const Device& device, const LoadProgress& progress) {
+Gpt2 Gpt2::from_safetensors(const Gpt2Config& config, const std::string& path, const Device& device,
+                            const LoadProgress& progress) {
   return from_file(config, SafetensorsFile::open(path), path, device, progress);
 }
 
@@ -245,8 +244,7 @@ nn::Var Gpt2::project_residual(const nn::Linear& proj, const nn::Var& h, const n
   return proj.add_to(x, h);
 }
 
-nn::Var Gpt2::run(std::span<const uint32_t> ids, int64_t batch, KvCache* cache,
-                  Pass& pass) const {
+nn::Var Gpt2::run(std::span<const uint32_t> ids, int64_t batch, KvCache* cache, Pass& pass) const {
   FORGE_CHECK(!ids.empty(), "empty input: at least one token is needed");
   FORGE_CHECK(batch > 0 && ids.size() % batch == 0, "{} tokens do not fold into {} sequences",
               ids.size(), batch);
@@ -255,8 +253,8 @@ nn::Var Gpt2::run(std::span<const uint32_t> ids, int64_t batch, KvCache* cache,
   check_ids(ids);
   const int64_t t = static_cast<int64_t>(ids.size()) / batch;
   const int64_t pos = cache ? cache->length : 0;
-  FORGE_CHECK(pos + t <= config_.n_ctx,
-              "{} tokens after {} cached exceed the context of {} tokens", t, pos, config_.n_ctx);
+  FORGE_CHECK(pos + t <= config_.n_ctx, "{} tokens after {} cached exceed the context of {} tokens",
+              t, pos, config_.n_ctx);
   if (pass.trace) pass.trace->clear();
   const Tensor id_tensor =
       Tensor::from_ids(std::vector<uint32_t>(ids.begin(), ids.end()), {batch * t}, device_);

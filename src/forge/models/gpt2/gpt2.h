@@ -109,8 +109,8 @@ class Gpt2 {
   /// Forward and backward over one batch: returns its mean cross-entropy and adds
   /// grad_scale · d(mean)/dθ into `grads` (sized to parameters() if empty). wte gets both the
   /// embedding's and the tied head's contribution.
-  double loss_grads(std::span<const uint32_t> ids, std::span<const uint32_t> targets,
-                    int64_t batch, Gpt2Grads& grads, const LossOptions& options = {}) const;
+  double loss_grads(std::span<const uint32_t> ids, std::span<const uint32_t> targets, int64_t batch,
+                    Gpt2Grads& grads, const LossOptions& options = {}) const;
 
   /// Throws forge::Error naming the first id outside the vocabulary.
   void check_ids(std::span<const uint32_t> ids) const;

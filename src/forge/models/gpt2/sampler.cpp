@@ -35,7 +35,8 @@ uint32_t Sampler::sample(const Tensor& logits) {
     const std::vector<float> row = logits.to_floats();
     ids.resize(vocab);
     std::iota(ids.begin(), ids.end(), 0u);
-    std::stable_sort(ids.begin(), ids.end(), [&](uint32_t a, uint32_t b) { return row[a] > row[b]; });
+    std::stable_sort(ids.begin(), ids.end(),
+                     [&](uint32_t a, uint32_t b) { return row[a] > row[b]; });
     values.resize(vocab);
     for (int64_t i = 0; i < vocab; ++i) values[i] = row[ids[i]];
   }

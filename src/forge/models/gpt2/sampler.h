@@ -10,8 +10,8 @@ namespace forge {
 struct SamplingOptions {
   bool greedy = false;  // argmax; also implied by temperature ≤ 0
   float temperature = 1.0f;
-  int64_t top_k = 0;    // 0: no limit
-  float top_p = 1.0f;   // nucleus mass in (0, 1]
+  int64_t top_k = 0;   // 0: no limit
+  float top_p = 1.0f;  // nucleus mass in (0, 1]
   uint64_t seed = 0;
 };
 
