@@ -25,4 +25,21 @@ for shape in "--n-layer 12 --n-head 12 --n-embd 768" "--n-layer 6 --n-head 6 --n
   run "$bin/forge" bench --backend webgpu $shape --prompt-tokens 1024 --decode-tokens 0 --format json | tee "$out/prefill_$tag.json"
 done
 [ -x "$bin/bench_webgpu_matmul" ] && run "$bin/bench_webgpu_matmul" | tee "$out/webgpu_matmul.txt"
+if [ "${1:-}" = "--train" ]; then
+  # Forge's training throughput at batch 8 x 1024 BPE tokens: steady-state tokens/s between
+  # steps 3 and 11 of train_log.csv (step 1 compiles the pipelines; the last step also evaluates).
+  corpus="$root/data/sotu.txt"
+  [ -f "$corpus" ] || { xz -dc "$root/.device/sotu.txt.xz" > /tmp/sotu.txt && corpus=/tmp/sotu.txt; }
+  for shape in "--n-layer 12 --n-head 12 --n-embd 768" "--n-layer 6 --n-head 6 --n-embd 384"; do
+    tag=$(echo "$shape" | awk '{print $2 "L" $6}')
+    # shellcheck disable=SC2086
+    "$bin/forge" train --backend webgpu --tokenizer bpe --bpe-dir "$root/third_party/gpt2" \
+      --corpus "$corpus" --out "/tmp/speed-$tag" $shape --n-ctx 1024 --batch 8 --steps 12 \
+      --eval-interval 1000 --log-interval 1 > /dev/null 2>&1
+    # tokens_per_s (column 5) is the mean since step 0, so step s ends at s * 8192 / column 5.
+    awk -F, -v tag="$tag" '$1 == 3 {t3 = 3 * 8192 / $5} $1 == 11 {t11 = 11 * 8192 / $5}
+      END {printf "forge train %s: %.0f tokens/s (batch 8 x 1024, steps 3-11)\n", tag, 8 * 8192 / (t11 - t3)}' \
+      "/tmp/speed-$tag/train_log.csv" | tee "$out/train_speed_$tag.txt"
+  done
+fi
 PYTHONUNBUFFERED=1 run python3 "$root/tools/peers/torch_peers.py" "$out/peers.json" "$@"

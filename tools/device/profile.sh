@@ -29,11 +29,11 @@ b FORGE_WEBGPU_TOGGLES=disable_robustness "$bin/forge" bench --backend webgpu $b
 # shellcheck disable=SC2086
 b FORGE_WEBGPU_TOGGLES=disable_robustness "$bin/forge" bench --backend webgpu $big --prompt-tokens 16 --decode-tokens 128
 # shellcheck disable=SC2086
-FORGE_WEBGPU_PROFILE=1 "$bin/forge" bench --backend webgpu $big --prompt-tokens 1024 --decode-tokens 0 --repeats 2 2>&1 | head -40 | tee "$out/profile_prefill.txt"
+FORGE_WEBGPU_PROFILE=1 "$bin/forge" bench --backend webgpu $big --prompt-tokens 1024 --decode-tokens 0 --repeats 2 > "$out/profile_prefill.txt" 2>&1
 # shellcheck disable=SC2086
-FORGE_WEBGPU_PROFILE=1 "$bin/forge" bench --backend webgpu $big --prompt-tokens 16 --decode-tokens 64 --repeats 1 2>&1 | head -40 | tee "$out/profile_decode.txt"
+FORGE_WEBGPU_PROFILE=1 "$bin/forge" bench --backend webgpu $big --prompt-tokens 16 --decode-tokens 64 --repeats 1 > "$out/profile_decode.txt" 2>&1
 if [ -f "$corpus" ]; then
   FORGE_WEBGPU_PROFILE=1 timeout 300 "$bin/forge" train --backend webgpu --tokenizer bpe --bpe-dir "$root/third_party/gpt2" \
     --corpus "$corpus" --out /tmp/profile-train $big --n-ctx 1024 --batch 8 --steps 2 \
-    --eval-interval 1000 --log-interval 1 2>&1 | grep -v "^\s*$" | head -60 | tee "$out/profile_train.txt"
+    --eval-interval 1000 --log-interval 1 2>&1 | tr "\r" "\n" | grep -v "^\s*$" > "$out/profile_train.txt"
 fi

@@ -2,11 +2,12 @@
 // (register blocking), BK-deep tiles of a and b staged in workgroup memory. The host prepends
 // `const BM/BN/BK/TM/TN` (TM, TN multiples of 4) so one source serves every tile shape. Batch
 // rides in z; a shared (rank-2) b has batch stride 0. Offsets are elements into each binding's
-// window. Epilogue flags: 8 adds out's old contents (a residual add, or a later chunk of a
-// k-split product, which then has no bias flag), 16 applies the GELU last.
+// window. Epilogue: flag 8 adds out's old contents (a residual add, or a later chunk of a
+// k-split product, which then has no bias flag); the host's `const GELU` applies the GELU last
+// (a constant, not a flag: see matmul_kernel in webgpu_backend.cpp).
 #include "lib_gelu"
 struct Params {
-  m: u32, n: u32, k: u32, flags: u32,  // flags: 1 trans_a, 2 trans_b, 4 bias, 8 accumulate, 16 gelu
+  m: u32, n: u32, k: u32, flags: u32,  // flags: 1 trans_a, 2 trans_b, 4 bias, 8 accumulate
   lda: u32, ldb: u32, ldo: u32, alpha: f32,
   off_a: u32, off_b: u32, off_out: u32, off_bias: u32,
   stride_a: u32, stride_b: u32, stride_out: u32, pad: u32,
@@ -115,7 +116,6 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
   let base_o = p.off_out + wid.z * p.stride_out;
   let has_bias = (p.flags & 4u) != 0u;
   let accumulate = (p.flags & 8u) != 0u;
-  let gelu = (p.flags & 16u) != 0u;
   for (var ci = 0u; ci < TM / 4u; ci++) {
     for (var i = 0u; i < 4u; i++) {
       let gm = m0 + ci * WY * 4u + lid.y * 4u + i;
@@ -129,7 +129,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
           var v = p.alpha * v4[j];
           if (has_bias) { v += bias[p.off_bias + gn]; }
           if (accumulate) { v += out[at]; }
-          if (gelu) { v = gelu_tanh(v); }
+          if (GELU) { v = gelu_tanh(v); }
           out[at] = v;
         }
       }
