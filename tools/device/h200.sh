@@ -21,8 +21,9 @@ for shape in "--n-layer 12 --n-head 12 --n-embd 768" "--n-layer 6 --n-head 6 --n
   tag=$(echo "$shape" | awk '{print $2 "L" $6}')
   # shellcheck disable=SC2086
   run "$bin/forge" bench --backend webgpu $shape --prompt-tokens 16 --decode-tokens 128 --format json | tee "$out/decode_$tag.json"
+  # 20 runs: the first few of a cold GPU take 3-5x longer (clocks); the best is reported.
   # shellcheck disable=SC2086
-  run "$bin/forge" bench --backend webgpu $shape --prompt-tokens 1024 --decode-tokens 0 --format json | tee "$out/prefill_$tag.json"
+  run "$bin/forge" bench --backend webgpu $shape --prompt-tokens 1024 --decode-tokens 0 --repeats 20 --format json | tee "$out/prefill_$tag.json"
 done
 [ -x "$bin/bench_webgpu_matmul" ] && run "$bin/bench_webgpu_matmul" | tee "$out/webgpu_matmul.txt"
 if [ "${1:-}" = "--train" ]; then

@@ -20,6 +20,8 @@ if [ ! -f "$corpus" ] && [ -f "$root/.device/sotu.txt.xz" ]; then
 fi
 big="--n-layer 12 --n-head 12 --n-embd 768"
 b() { echo "== $*"; env "$@" 2>&1 | grep -E "prefill |decode |dispatch|error|Error"; }
+# shellcheck disable=SC2086
+FORGE_WEBGPU_PROFILE=1 "$bin/forge" bench --backend webgpu $big --prompt-tokens 1024 --decode-tokens 0 --repeats 2 > "$out/profile_prefill.txt" 2>&1
 for t in 128 256 512 1024; do
   # shellcheck disable=SC2086
   b X=1 "$bin/forge" bench --backend webgpu $big --prompt-tokens $t --decode-tokens 0 --repeats 5
@@ -28,8 +30,6 @@ done
 b FORGE_WEBGPU_TOGGLES=disable_robustness "$bin/forge" bench --backend webgpu $big --prompt-tokens 1024 --decode-tokens 0 --repeats 5
 # shellcheck disable=SC2086
 b FORGE_WEBGPU_TOGGLES=disable_robustness "$bin/forge" bench --backend webgpu $big --prompt-tokens 16 --decode-tokens 128
-# shellcheck disable=SC2086
-FORGE_WEBGPU_PROFILE=1 "$bin/forge" bench --backend webgpu $big --prompt-tokens 1024 --decode-tokens 0 --repeats 2 > "$out/profile_prefill.txt" 2>&1
 # shellcheck disable=SC2086
 FORGE_WEBGPU_PROFILE=1 "$bin/forge" bench --backend webgpu $big --prompt-tokens 16 --decode-tokens 64 --repeats 1 > "$out/profile_decode.txt" 2>&1
 if [ -f "$corpus" ]; then
