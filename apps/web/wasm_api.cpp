@@ -9,6 +9,7 @@
 #include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -189,24 +190,42 @@ EMSCRIPTEN_KEEPALIVE const char* forge_generate(Model* m, const uint32_t* prompt
     const auto begin = std::chrono::steady_clock::now();
     auto yielded = begin;
 
-    // One step's device work in one scope: the forward, the head, the shortlist, the choice and
-    // the newest row of every layer's attention.
+    // One step's device work in one scope and one readback: the forward, the head, the
+    // shortlist, the choice (when greedy) and the newest row of every layer's attention. Each
+    // round trip costs a browser's GPU process far more than the kernels of a small model.
     const auto choose = [&](const forge::Tensor& hidden) {
       const forge::Tensor logits =
           model.logits_from_hidden(hidden.rows(hidden.dim(0) - 1, hidden.dim(0)));
-      top = top_n > 0 ? forge::top_probabilities(logits, top_n)
-                      : std::vector<forge::TokenProbability>{};
-      const uint32_t id = sampler.sample(logits);
-      attention.clear();
-      for (const forge::Tensor& layer : trace) {
-        const int64_t t = layer.dim(1), kv = layer.dim(2);
-        const std::vector<float> all = layer.to_floats();
-        for (int64_t h = 0; h < config.n_head; ++h) {
-          const float* row = all.data() + (h * t + t - 1) * kv;
-          attention.insert(attention.end(), row, row + kv);
-        }
+      std::vector<forge::Tensor> keep;  // the tensors the reads below point into
+      std::vector<forge::TensorRead> reads;
+      std::optional<forge::ops::TopN> shortlist;
+      std::vector<uint32_t> top_ids;
+      std::vector<float> top_values;
+      if (top_n > 0) {
+        shortlist = forge::top_probability_tensors(logits, top_n);
+        top_ids.resize(shortlist->ids.numel());
+        top_values.resize(top_ids.size());
+        reads.push_back({shortlist->ids, top_ids.data()});
+        reads.push_back({shortlist->values, top_values.data()});
       }
-      return id;
+      uint32_t id = 0;
+      const forge::Tensor choice = sampler.greedy() ? forge::ops::argmax(logits) : forge::Tensor();
+      if (choice.defined()) reads.push_back({choice, &id});
+      size_t kv_total = 0;
+      for (const forge::Tensor& layer : trace) kv_total += config.n_head * layer.dim(2);
+      attention.resize(kv_total);
+      keep.reserve(trace.size());
+      size_t at = 0;
+      for (const forge::Tensor& layer : trace) {  // [heads, t, kv] → the last query row
+        const int64_t t = layer.dim(1), kv = layer.dim(2);
+        keep.push_back(layer.narrow(1, t - 1, 1));
+        reads.push_back({keep.back(), attention.data() + at});
+        at += config.n_head * kv;
+      }
+      forge::read_together(reads);
+      top.clear();
+      for (size_t i = 0; i < top_ids.size(); ++i) top.push_back({top_ids[i], top_values[i]});
+      return choice.defined() ? id : sampler.sample(logits);
     };
     forge::AttentionTrace* tracing = want_attention ? &trace : nullptr;
     uint32_t id = 0;

@@ -135,6 +135,25 @@ std::vector<uint32_t> Tensor::to_ids() const {
   return ids;
 }
 
+void read_together(std::span<const TensorRead> reads) {
+  if (reads.empty()) return;
+  const Device& device = reads.front().tensor.device();
+  std::vector<Tensor> sources;  // contiguous copies where needed, alive until the read
+  sources.reserve(reads.size());
+  std::vector<Download> downloads;
+  for (const TensorRead& r : reads) {
+    FORGE_CHECK(r.tensor.device() == device, "read_together: {} is on {}, the others on {}",
+                r.tensor.describe(), r.tensor.device().name(), device.name());
+    sources.push_back(r.tensor.is_contiguous() ? r.tensor : r.tensor.to(device));
+    const Tensor& t = sources.back();
+    const std::size_t size = dtype_size(t.dtype());
+    const std::size_t bytes = static_cast<std::size_t>(t.numel()) * size;
+    if (bytes > 0)
+      downloads.push_back({&t.buffer(), static_cast<std::size_t>(t.offset()) * size, r.dst, bytes});
+  }
+  device.backend().download_batch(downloads);
+}
+
 void Tensor::write(const void* src, std::size_t bytes) {
   FORGE_CHECK(is_contiguous(), "write() into strided tensor {}", describe());
   FORGE_CHECK(bytes == static_cast<std::size_t>(numel()) * dtype_size(dtype_),

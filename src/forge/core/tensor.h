@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -97,5 +98,14 @@ class Tensor {
   int64_t offset_ = 0;
   DType dtype_ = DType::F32;
 };
+
+/// One tensor for read_together: `dst` has room for tensor.numel() 4-byte elements.
+struct TensorRead {
+  const Tensor& tensor;
+  void* dst;
+};
+/// Blocking readback of several tensors of one device in one round trip, row-major (on a GPU
+/// each to_floats() or to_ids() is a round trip of its own, the dominant cost of a small step).
+void read_together(std::span<const TensorRead> reads);
 
 }  // namespace forge

@@ -343,16 +343,22 @@ Tensor Gpt2::logits_from_hidden(const Tensor& hidden) const {
   return ops::matmul(hidden, embed_.wte, {.trans_b = true});
 }
 
-std::vector<TokenProbability> top_probabilities(const Tensor& logits_row, int64_t n) {
+ops::TopN top_probability_tensors(const Tensor& logits_row, int64_t n) {
   FORGE_CHECK(logits_row.rank() == 2 && logits_row.dim(0) == 1,
               "top_probabilities: expected one logits row [1, vocab], got {}",
               logits_row.describe());
+  FORGE_CHECK(n >= 1, "top_probabilities: n must be ≥ 1, got {}", n);
   const int64_t vocab = logits_row.dim(1);
   // A causal softmax whose offset lets the single row see every column is a plain softmax.
   const Tensor probs = ops::softmax_causal(logits_row.reshape({1, 1, vocab}), vocab - 1);
-  const ops::TopN top = ops::topn(probs.reshape({1, vocab}), std::min(n, vocab));
-  const std::vector<uint32_t> ids = top.ids.to_ids();
-  const std::vector<float> values = top.values.to_floats();
+  return ops::topn(probs.reshape({1, vocab}), std::min(n, vocab));
+}
+
+std::vector<TokenProbability> top_probabilities(const Tensor& logits_row, int64_t n) {
+  const ops::TopN top = top_probability_tensors(logits_row, n);
+  std::vector<uint32_t> ids(top.ids.numel());
+  std::vector<float> values(ids.size());
+  read_together(std::vector<TensorRead>{{top.ids, ids.data()}, {top.values, values.data()}});
   std::vector<TokenProbability> out;
   for (size_t i = 0; i < ids.size(); ++i) out.push_back({ids[i], values[i]});
   return out;

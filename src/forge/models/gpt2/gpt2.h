@@ -151,5 +151,8 @@ struct TokenProbability {
   float probability;
 };
 std::vector<TokenProbability> top_probabilities(const Tensor& logits_row, int64_t n);
+/// The same, left on the device (ids and probabilities [1, n]) for a caller that reads them
+/// with other tensors in one round trip (read_together).
+ops::TopN top_probability_tensors(const Tensor& logits_row, int64_t n);
 
 }  // namespace forge

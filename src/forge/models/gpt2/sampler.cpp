@@ -21,7 +21,7 @@ Sampler::Sampler(const SamplingOptions& options) : options_(options) {
 uint32_t Sampler::sample(const Tensor& logits) {
   FORGE_CHECK(logits.rank() == 2 && logits.dim(0) == 1,
               "sampler expects one logits row [1, vocab], got {}", logits.describe());
-  if (options_.greedy || options_.temperature <= 0.0f) return ops::argmax(logits).to_ids()[0];
+  if (greedy()) return ops::argmax(logits).to_ids()[0];
 
   // Candidates in descending logit order: the device's top-k, or the whole row sorted here.
   std::vector<uint32_t> ids;

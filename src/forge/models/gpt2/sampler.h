@@ -22,6 +22,8 @@ class Sampler {
   explicit Sampler(const SamplingOptions& options);
   /// logits [1, vocab] → the chosen id.
   uint32_t sample(const Tensor& logits);
+  /// Whether sample() is the argmax (it then draws nothing, so a caller may take it alone).
+  bool greedy() const { return options_.greedy || options_.temperature <= 0.0f; }
 
  private:
   SamplingOptions options_;
