@@ -141,6 +141,8 @@ int main(int argc, char** argv) {
                        2 * md * s * e});
       cases.push_back({tag + "softmax", [=] { ops::softmax_causal(p, s - m); }, 0});
       cases.push_back({tag + "p.v", [=] { ops::matmul(p, vv); }, 2 * md * s * e});
+      cases.push_back({tag + "attention (fused)",
+                       [=] { ops::attention_prefill(qkv, kc, vc, s - m); }, 2 * md * s * e});
       cases.push_back({tag + "layernorm", [=] { ops::layernorm(x, b_e, b_e, 1e-5f); }, 0});
       cases.push_back({tag + "gelu", [=] { ops::gelu(x4); }, 0});
       cases.push_back({tag + "add", [=] { ops::add(x, x); }, 0});

@@ -1,5 +1,6 @@
 // The fused ops equal the compositions they replace, on the CPU (the reference for the WGSL
-// twins in webgpu_fused_ops_test.cpp): matmul epilogues and the one-kernel decode attention.
+// twins in webgpu_fused_ops_test.cpp): matmul epilogues, the one-kernel decode attention and the
+// fused prefill attention.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -117,6 +118,50 @@ TEST(FusedOps, AttentionStepRejectsBadShapesAndPositions) {
   EXPECT_THROW(ops::attention_step(random_tensor({1, 24}, 45), k, random_tensor({2, 9, 4}, 46), 0),
                Error);
   EXPECT_NO_THROW(ops::attention_step(random_tensor({1, 24}, 47), k, v, 7));
+}
+
+/// The composition attention_prefill replaces, for t rows at positions [pos, pos + t).
+Tensor composed_prefill(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache,
+                        int64_t pos) {
+  const int64_t n_head = k_cache.dim(0), d = k_cache.dim(2), t = qkv.dim(0);
+  const ops::Heads heads = ops::split_heads(qkv, 1, n_head);
+  ops::kv_append(k_cache, heads.k, pos);
+  ops::kv_append(v_cache, heads.v, pos);
+  const Tensor k = k_cache.narrow(1, 0, pos + t), v = v_cache.narrow(1, 0, pos + t);
+  const MatmulParams scaled{.trans_b = true, .alpha = 1.0f / std::sqrt(static_cast<float>(d))};
+  const Tensor probs = ops::softmax_causal(ops::matmul(heads.q, k, scaled), pos);
+  return ops::merge_heads(ops::matmul(probs, v), 1);
+}
+
+TEST(FusedOps, AttentionPrefillEqualsTheComposedAttentionAndAppendsToTheCache) {
+  for (const auto& [n_head, d, capacity, t, pos] : std::vector<std::array<int64_t, 5>>{
+           {1, 4, 3, 3, 0}, {2, 16, 40, 17, 0}, {3, 8, 64, 30, 21}, {4, 64, 100, 1, 99}}) {
+    const int64_t c = n_head * d;
+    const Tensor k1 = random_tensor({n_head, capacity, d}, 50),
+                 v1 = random_tensor({n_head, capacity, d}, 51);
+    const Tensor k2 = k1.to(k1.device()), v2 = v1.to(v1.device());
+    const Tensor qkv = random_tensor({t, 3 * c}, static_cast<uint32_t>(60 + t));
+    const Tensor want = composed_prefill(qkv, k1, v1, pos);
+    const Tensor got = ops::attention_prefill(qkv, k2, v2, pos);
+    ASSERT_EQ(got.shape(), (Shape{t, c}));
+    EXPECT_LE(max_abs_diff(want, got), 1e-5f) << n_head << "x" << d << " t " << t << " pos " << pos;
+    EXPECT_EQ(k1.to_floats(), k2.to_floats()) << "the appended keys differ";
+    EXPECT_EQ(v1.to_floats(), v2.to_floats()) << "the appended values differ";
+  }
+}
+
+TEST(FusedOps, AttentionPrefillRejectsBadShapesPositionsAndHeadSizes) {
+  const Tensor k = random_tensor({2, 8, 4}, 70), v = random_tensor({2, 8, 4}, 71);
+  EXPECT_THROW(ops::attention_prefill(random_tensor({3, 23}, 72), k, v, 0), Error);
+  EXPECT_THROW(ops::attention_prefill(random_tensor({3, 24}, 73), k, v, 6), Error);
+  EXPECT_THROW(
+      ops::attention_prefill(random_tensor({3, 24}, 74), k, random_tensor({2, 9, 4}, 75), 0),
+      Error);
+  const Tensor k6 = random_tensor({2, 8, 6}, 76), v6 = random_tensor({2, 8, 6}, 77);
+  EXPECT_THROW(ops::attention_prefill(random_tensor({3, 36}, 78), k6, v6, 0), Error);
+  const Tensor k128 = random_tensor({1, 4, 128}, 79), v128 = random_tensor({1, 4, 128}, 80);
+  EXPECT_THROW(ops::attention_prefill(random_tensor({2, 384}, 81), k128, v128, 0), Error);
+  EXPECT_NO_THROW(ops::attention_prefill(random_tensor({3, 24}, 82), k, v, 5));
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // The fused WGSL kernels against their CPU twins (≤ 1e-4 abs): matmul epilogues on every path
-// (tiles, matvec, split-k, k chunks under a small binding limit) and attention_step.
+// (tiles, matvec, split-k, k chunks under a small binding limit), attention_step and
+// attention_prefill.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -71,6 +72,40 @@ TEST(WebGpuFusedOps, AttentionStepMatchesCpuIncludingProbsAndTheCache) {
       EXPECT_LE(max_abs_diff(v.cpu, v.gpu), kParity);
     }
   }
+}
+
+/// Row counts off the 32-row blocks and the key tiles, a cache already holding rows (pos > 0),
+/// head sizes the kernel takes from 4 to GPT-2's 64, and a 124M layer's full context.
+void expect_attention_prefill_matches(const Device& dev) {
+  for (const auto& [n_head, d, capacity, t, pos] :
+       std::vector<std::array<int64_t, 5>>{{1, 4, 5, 5, 0},
+                                           {2, 16, 64, 33, 0},
+                                           {3, 24, 100, 31, 40},
+                                           {4, 64, 80, 1, 79},
+                                           {2, 48, 200, 65, 7},
+                                           {2, 64, 1024, 1024, 0}}) {
+    const auto k = random_pair({n_head, capacity, d}, 11, dev),
+               v = random_pair({n_head, capacity, d}, 12, dev);
+    const auto qkv = random_pair({t, 3 * n_head * d}, static_cast<uint32_t>(13 + t), dev);
+    const Tensor want = ops::attention_prefill(qkv.cpu, k.cpu, v.cpu, pos);
+    const Tensor got = ops::attention_prefill(qkv.gpu, k.gpu, v.gpu, pos);
+    EXPECT_LE(max_abs_diff(want, got), kParity)
+        << n_head << "x" << d << " t " << t << " pos " << pos;
+    EXPECT_LE(max_abs_diff(k.cpu, k.gpu), kParity);
+    EXPECT_LE(max_abs_diff(v.cpu, v.gpu), kParity);
+  }
+}
+
+TEST(WebGpuFusedOps, AttentionPrefillMatchesCpuAndFillsTheCache) {
+  FORGE_REQUIRE_WEBGPU();
+  expect_attention_prefill_matches(gpu());
+}
+
+TEST(WebGpuFusedOps, AttentionPrefillMatchesCpuWithDefaultWorkgroupMemory) {
+  FORGE_REQUIRE_WEBGPU();
+  WebGpuOptions small;
+  small.max_workgroup_storage = 16 * 1024;  // WebGPU's default: the kernel takes 16-key tiles
+  expect_attention_prefill_matches(make_webgpu_device(small));
 }
 
 }  // namespace

@@ -106,6 +106,8 @@ class Backend {
   virtual void attention_step(const Tensor& out, const Tensor* probs, const Tensor& qkv,
                               const Tensor& cache_k, const Tensor& cache_v, int64_t pos,
                               float alpha) = 0;
+  virtual void attention_prefill(const Tensor& out, const Tensor& qkv, const Tensor& cache_k,
+                                 const Tensor& cache_v, int64_t pos, float alpha) = 0;
   virtual void argmax(const Tensor& out_ids, const Tensor& x) = 0;
   virtual void topn(const Tensor& out_ids, const Tensor& out_values, const Tensor& x) = 0;
 

@@ -101,6 +101,37 @@ Tensor attention_step(const Tensor& qkv, const Tensor& cache_k, const Tensor& ca
   return out;
 }
 
+Tensor attention_prefill(const Tensor& qkv, const Tensor& cache_k, const Tensor& cache_v,
+                         int64_t pos) {
+  check_f32(qkv, "attention_prefill", "qkv");
+  check_f32(cache_k, "attention_prefill", "cache_k");
+  check_f32(cache_v, "attention_prefill", "cache_v");
+  check_same_device(qkv, cache_k, "attention_prefill");
+  check_same_device(qkv, cache_v, "attention_prefill");
+  check_contiguous(qkv, "attention_prefill", "qkv");
+  check_contiguous(cache_k, "attention_prefill", "cache_k");
+  check_contiguous(cache_v, "attention_prefill", "cache_v");
+  FORGE_CHECK(cache_k.rank() == 3 && cache_k.shape() == cache_v.shape(),
+              "attention_prefill: caches must be equal [n_head, capacity, d], got {} and {}",
+              cache_k.describe(), cache_v.describe());
+  const int64_t n_head = cache_k.dim(0), capacity = cache_k.dim(1), d = cache_k.dim(2);
+  const int64_t c = n_head * d;
+  FORGE_CHECK(qkv.rank() == 2 && qkv.dim(0) >= 1 && qkv.dim(1) == 3 * c,
+              "attention_prefill: qkv must be [t, {}] for caches {}, got {}", 3 * c,
+              cache_k.describe(), qkv.describe());
+  const int64_t t = qkv.dim(0);
+  FORGE_CHECK(pos >= 0 && pos + t <= capacity,
+              "attention_prefill: positions [{}, {}) outside a cache of {}", pos, pos + t,
+              capacity);
+  FORGE_CHECK(d % 4 == 0 && d <= kAttentionPrefillMaxHeadDim,
+              "attention_prefill: the head size must be a multiple of 4 up to {}, got {}",
+              kAttentionPrefillMaxHeadDim, d);
+  Tensor out = Tensor::empty({t, c}, DType::F32, qkv.device());
+  const float alpha = 1.0f / std::sqrt(static_cast<float>(d));
+  backend_of(qkv).attention_prefill(out, qkv, cache_k, cache_v, pos, alpha);
+  return out;
+}
+
 Tensor add(const Tensor& a, const Tensor& b) {
   check_f32(a, "add", "a");
   check_f32(b, "add", "b");

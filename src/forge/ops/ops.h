@@ -56,6 +56,14 @@ inline constexpr int64_t kAttentionStepMaxLength = 2048;  // rows one workgroup 
 inline constexpr int64_t kAttentionStepMaxHeadDim = 256;
 Tensor attention_step(const Tensor& qkv, const Tensor& cache_k, const Tensor& cache_v, int64_t pos,
                       Tensor* probs = nullptr);
+/// Several tokens' cached attention, fused (a prefill: one kernel per layer instead of seven, and
+/// no [n_head, t, pos + t] scores in memory): qkv [t, 3c] holds the q, k, v of positions
+/// [pos, pos + t). Writes their k, v at those rows of the caches, then returns row i's
+/// softmax(q·kᵀ/√d)·v over cache rows [0, pos + i], heads merged, [t, c]. The head size must be
+/// a multiple of 4 up to kAttentionPrefillMaxHeadDim (GPT-2's is 64 at every size).
+inline constexpr int64_t kAttentionPrefillMaxHeadDim = 64;
+Tensor attention_prefill(const Tensor& qkv, const Tensor& cache_k, const Tensor& cache_v,
+                         int64_t pos);
 
 /// x [r, n] → u32 [r]: index of each row's maximum (the first on ties).
 Tensor argmax(const Tensor& x);

@@ -178,6 +178,11 @@ class CpuBackend final : public Backend {
     cpu::attention_step(pool_, f(out), probs ? f(*probs) : nullptr, f(qkv), f(cache_k), f(cache_v),
                         cache_k.dim(0), cache_k.dim(1), cache_k.dim(2), pos, alpha);
   }
+  void attention_prefill(const Tensor& out, const Tensor& qkv, const Tensor& cache_k,
+                         const Tensor& cache_v, int64_t pos, float alpha) override {
+    cpu::attention_prefill(pool_, f(out), f(qkv), f(cache_k), f(cache_v), qkv.dim(0),
+                           cache_k.dim(0), cache_k.dim(1), cache_k.dim(2), pos, alpha);
+  }
   void argmax(const Tensor& out_ids, const Tensor& x) override {
     cpu::argmax(pool_, out_ids.u32(), f(x), x.dim(0), x.dim(1));
   }

@@ -204,35 +204,68 @@ void argmax(ThreadPool& pool, uint32_t* out, const float* x, int64_t r, int64_t 
   });
 }
 
+namespace {
+
+/// One query row's softmax(alpha · q·Kᵀ)·V over `length` cached rows; w holds the weights.
+void attend_row(float* o, float* w, const float* q, const float* keys, const float* values,
+                int64_t length, int64_t d, float alpha) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < length; ++j) {
+    float s = 0.0f;
+    for (int64_t i = 0; i < d; ++i) s += q[i] * keys[j * d + i];
+    w[j] = alpha * s;
+    m = std::max(m, w[j]);
+  }
+  float sum = 0.0f;
+  for (int64_t j = 0; j < length; ++j) sum += (w[j] = std::exp(w[j] - m));
+  const float inv = 1.0f / sum;
+  for (int64_t j = 0; j < length; ++j) w[j] *= inv;
+  std::fill_n(o, d, 0.0f);
+  for (int64_t j = 0; j < length; ++j) {
+    for (int64_t i = 0; i < d; ++i) o[i] += w[j] * values[j * d + i];
+  }
+}
+
+/// qkv [t, 3c]'s k and v rows → caches [n_head, capacity, d] at rows [pos, pos + t).
+void append_kv(const float* qkv, float* cache_k, float* cache_v, int64_t t, int64_t n_head,
+               int64_t capacity, int64_t d, int64_t pos) {
+  const int64_t c = n_head * d;
+  for (int64_t r = 0; r < t; ++r) {
+    for (int64_t h = 0; h < n_head; ++h) {
+      std::copy_n(qkv + r * 3 * c + c + h * d, d, cache_k + (h * capacity + pos + r) * d);
+      std::copy_n(qkv + r * 3 * c + 2 * c + h * d, d, cache_v + (h * capacity + pos + r) * d);
+    }
+  }
+}
+
+}  // namespace
+
 void attention_step(ThreadPool& pool, float* out, float* probs, const float* qkv, float* cache_k,
                     float* cache_v, int64_t n_head, int64_t capacity, int64_t d, int64_t pos,
                     float alpha) {
-  const int64_t c = n_head * d, length = pos + 1;
+  append_kv(qkv, cache_k, cache_v, 1, n_head, capacity, d, pos);
+  const int64_t length = pos + 1;
   pool.parallel_for(n_head, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> w(length);
     for (int64_t h = begin; h < end; ++h) {
-      const float* q = qkv + h * d;
-      float* keys = cache_k + h * capacity * d;
-      float* values = cache_v + h * capacity * d;
-      std::copy_n(qkv + c + h * d, d, keys + pos * d);
-      std::copy_n(qkv + 2 * c + h * d, d, values + pos * d);
-      float m = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j < length; ++j) {
-        float s = 0.0f;
-        for (int64_t i = 0; i < d; ++i) s += q[i] * keys[j * d + i];
-        w[j] = alpha * s;
-        m = std::max(m, w[j]);
-      }
-      float sum = 0.0f;
-      for (float& x : w) sum += (x = std::exp(x - m));
-      const float inv = 1.0f / sum;
-      for (float& x : w) x *= inv;
+      attend_row(out + h * d, w.data(), qkv + h * d, cache_k + h * capacity * d,
+                 cache_v + h * capacity * d, length, d, alpha);
       if (probs) std::copy(w.begin(), w.end(), probs + h * length);
-      float* o = out + h * d;
-      std::fill_n(o, d, 0.0f);
-      for (int64_t j = 0; j < length; ++j) {
-        for (int64_t i = 0; i < d; ++i) o[i] += w[j] * values[j * d + i];
-      }
+    }
+  });
+}
+
+void attention_prefill(ThreadPool& pool, float* out, const float* qkv, float* cache_k,
+                       float* cache_v, int64_t t, int64_t n_head, int64_t capacity, int64_t d,
+                       int64_t pos, float alpha) {
+  append_kv(qkv, cache_k, cache_v, t, n_head, capacity, d, pos);
+  const int64_t c = n_head * d;
+  pool.parallel_for(n_head * t, 8, [&](int64_t begin, int64_t end) {
+    std::vector<float> w(pos + t);
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t h = task / t, r = task % t;
+      attend_row(out + r * c + h * d, w.data(), qkv + r * 3 * c + h * d, cache_k + h * capacity * d,
+                 cache_v + h * capacity * d, pos + r + 1, d, alpha);
     }
   });
 }

@@ -161,6 +161,10 @@ class BrowserContext final : public Context {
     if (o.max_binding > 0) {
       limits_.max_storage_binding = std::min(limits_.max_storage_binding, o.max_binding);
     }
+    if (o.max_workgroup_storage > 0) {
+      limits_.max_workgroup_storage =
+          std::min<uint64_t>(limits_.max_workgroup_storage, o.max_workgroup_storage);
+    }
     info_ = describe(limits_);
     storage_pool_ = std::make_shared<Pool>(WGPUBufferUsage_Storage | WGPUBufferUsage_CopySrc |
                                            WGPUBufferUsage_CopyDst);

@@ -610,6 +610,10 @@ class DawnContext final : public Context {
     if (o.max_binding > 0) {
       limits_.max_storage_binding = std::min(limits_.max_storage_binding, o.max_binding);
     }
+    if (o.max_workgroup_storage > 0) {
+      limits_.max_workgroup_storage =
+          std::min<uint64_t>(limits_.max_workgroup_storage, o.max_workgroup_storage);
+    }
     storage_pool_ = std::make_shared<Pool>(
         d_, WGPUBufferUsage_Storage | WGPUBufferUsage_CopySrc | WGPUBufferUsage_CopyDst);
     staging_pool_ = std::make_shared<Pool>(d_, WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst);
@@ -907,6 +911,8 @@ ContextOptions options_from_env() {
     o.allow_null = lower(o.adapter) == "null";
   }
   if (const char* b = std::getenv("FORGE_WEBGPU_MAX_BINDING")) o.max_binding = parse_bytes(b);
+  if (const char* w = std::getenv("FORGE_WEBGPU_WORKGROUP_STORAGE"))
+    o.max_workgroup_storage = parse_bytes(w);
   if (const char* p = std::getenv("FORGE_WEBGPU_PROFILE")) o.profile = std::string(p) == "1";
   if (const char* t = std::getenv("FORGE_WEBGPU_TOGGLES")) {
     std::string s = t;

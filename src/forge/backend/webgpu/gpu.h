@@ -116,16 +116,17 @@ class Future {
 };
 
 struct ContextOptions {
-  std::string adapter;               // FORGE_ADAPTER syntax: name substring or index; "" = best
-  uint64_t max_binding = 0;          // cap on the storage binding size (0: the device's)
-  std::vector<std::string> toggles;  // Dawn toggles to enable, e.g. "disable_robustness"
-  bool allow_null = false;           // accept Dawn's Null adapter (error-path tests only)
+  std::string adapter;                 // FORGE_ADAPTER syntax: name substring or index; "" = best
+  uint64_t max_binding = 0;            // cap on the storage binding size (0: the device's)
+  uint64_t max_workgroup_storage = 0;  // cap on workgroup memory kernels plan for (0: device's)
+  std::vector<std::string> toggles;    // Dawn toggles to enable, e.g. "disable_robustness"
+  bool allow_null = false;             // accept Dawn's Null adapter (error-path tests only)
   bool profile = false;  // time every dispatch alone, print a table at exit (slow; tuning only)
 };
 
-/// Options from the environment: FORGE_ADAPTER, FORGE_WEBGPU_MAX_BINDING (bytes, k/m/g
-/// suffixes allowed), FORGE_WEBGPU_TOGGLES (comma-separated), FORGE_WEBGPU_PROFILE=1.
-/// FORGE_ADAPTER=null allows Null.
+/// Options from the environment: FORGE_ADAPTER, FORGE_WEBGPU_MAX_BINDING and
+/// FORGE_WEBGPU_WORKGROUP_STORAGE (bytes, k/m/g suffixes allowed), FORGE_WEBGPU_TOGGLES
+/// (comma-separated), FORGE_WEBGPU_PROFILE=1. FORGE_ADAPTER=null allows Null.
 ContextOptions options_from_env();
 
 class Context {

@@ -89,6 +89,7 @@ class WebGpuBackend final : public Backend {
     // A GPU does decode's q·kᵀ (k = 64) twice as fast with 32 lanes per row (H200: 6 vs 14 µs).
     if (ctx_->adapter().type != "cpu") short_k_max_ = 0;
     if (const char* kc = std::getenv("FORGE_WEBGPU_SPLIT_K")) split_k_ = std::atol(kc);
+    if (const char* sg = std::getenv("FORGE_WEBGPU_SPLIT_GROUPS")) split_groups_ = std::atol(sg);
     if (const char* sk = std::getenv("FORGE_WEBGPU_SHORT_K")) short_k_max_ = std::atol(sk);
     if (const char* sm = std::getenv("FORGE_WEBGPU_SOFTMAX"))
       online_softmax_ = std::string(sm) != "main";
@@ -319,6 +320,26 @@ class WebGpuBackend final : public Backend {
         {u32(cache_k.dim(0)), 1, 1});
   }
 
+  void attention_prefill(const Tensor& out, const Tensor& qkv, const Tensor& cache_k,
+                         const Tensor& cache_v, int64_t pos, float alpha) override {
+    const View vq = view(qkv), vk = view(cache_k), vv = view(cache_v), vo = view(out);
+    const int64_t t = qkv.dim(0), n_head = cache_k.dim(0), d = cache_k.dim(2);
+    constexpr int64_t kRowsPerGroup = 32;  // BR in attention_prefill.wgsl
+    struct {
+      uint32_t n_head, capacity, pos, t, off_qkv, off_k, off_v, off_out;
+      float alpha;
+      uint32_t blocks, pad0, pad1;
+    } p{u32(n_head), u32(cache_k.dim(1)),
+        u32(pos),    u32(t),
+        vq.offset,   vk.offset,
+        vv.offset,   vo.offset,
+        alpha,       u32((t + kRowsPerGroup - 1) / kRowsPerGroup),
+        0,           0};
+    const std::vector<gpu::Binding> bindings{vq.binding, vk.binding, vv.binding, vo.binding};
+    run_kernel(attention_prefill_kernel("append", d), bindings, p, grid(t * n_head * d, 256));
+    run_kernel(attention_prefill_kernel("main", d), bindings, p, {p.blocks, u32(n_head), 1});
+  }
+
   void argmax(const Tensor& out_ids, const Tensor& x) override {
     const int64_t n = x.dim(1);
     const View vo = view(out_ids);
@@ -474,11 +495,7 @@ class WebGpuBackend final : public Backend {
       const int64_t max_groups = ctx_->limits().max_workgroups_per_dim;
       if (bytes <= ctx_->limits().max_storage_binding && (q.n + 63) / 64 <= max_groups &&
           splits <= max_groups) {
-        if (!scratch_ || scratch_bytes_ < bytes) {
-          scratch_bytes_ = std::max<uint64_t>(bytes, 1 << 20);
-          scratch_ = ctx_->buffer(scratch_bytes_);
-        }
-        const gpu::Binding scratch{scratch_.get(), 0, bytes};
+        const gpu::Binding scratch = scratch_binding(bytes);
         auto p1 = p, p2 = p;
         p1.off_out = 0;
         p1.pad = u32(kc);
@@ -508,8 +525,63 @@ class WebGpuBackend final : public Backend {
     // NVIDIA (17 ms instead of 1.5 for a 8192×768×3072 product on an H200).
     const bool big = q.m >= 128 && q.n >= 128 && q.m * q.n >= 4 << 20 && !q.gelu;
     const Tile& t = forced_ ? *forced_ : q.m <= 16 ? kThin : big ? kBig : kMid;
-    run_kernel(matmul_kernel(t, q.gelu), bindings, p,
-               {u32((q.n + t.bn - 1) / t.bn), u32((q.m + t.bm - 1) / t.bm), z});
+    const uint32_t gx = u32((q.n + t.bn - 1) / t.bn), gy = u32((q.m + t.bm - 1) / t.bm);
+    const int64_t splits = tile_splits(q, int64_t{gx} * gy);
+    if (splits > 1) {
+      // Split k (too few tiles to fill the GPU): pass 1 writes each split's alpha-free product
+      // into scratch laid out [m, splits, n] (the split is the grid's z), then matvec.wgsl's
+      // split_reduce sums the splits of each row in order and applies alpha, bias, the
+      // residual and GELU.
+      const int64_t kc = q.k / splits;
+      const gpu::Binding scratch = scratch_binding(static_cast<uint64_t>(q.m * splits * q.n) * 4);
+      auto p1 = p, p2 = p;
+      p1.k = u32(kc);
+      p1.flags = p.flags & 3u;
+      p1.alpha = 1.0f;
+      p1.ldo = u32(splits * q.n);
+      p1.off_out = 0;
+      p1.stride_a = u32(g.trans_a ? kc * g.lda : kc);
+      p1.stride_b = u32(g.trans_b ? kc : kc * g.ldb);
+      p1.stride_out = u32(q.n);
+      run_kernel(matmul_kernel(t, false), {va.binding, vb.binding, vbias.binding, scratch}, p1,
+                 {gx, gy, u32(splits)});
+      p2.off_a = 0;
+      p2.pad = u32(kc);
+      p2.stride_out = u32(g.ldo);
+      run_kernel(matvec_kernel("split_reduce"), {scratch, vb.binding, vbias.binding, vo.binding},
+                 p2, {u32((q.n + 255) / 256), 1, u32(q.m)});
+      return;
+    }
+    run_kernel(matmul_kernel(t, q.gelu), bindings, p, {gx, gy, z});
+  }
+
+  /// How many k splits a tiled product of `groups` workgroups runs in parallel (1: none). A grid
+  /// short of split_groups_ leaves SMs idle (H200: a 1024×768 out is 192 tiles of 64×64 for 132
+  /// SMs); splits divide k into equal multiples of 8 of at least 128 rows.
+  int64_t tile_splits(const Part& q, int64_t groups) const {
+    if (split_groups_ <= 0 || q.nb != 1 || groups >= split_groups_) return 1;
+    const gpu::Limits& l = ctx_->limits();
+    int64_t best = 1;
+    for (int64_t s : {2, 3, 4, 6, 8}) {
+      const int64_t kc = q.k / s;
+      const bool ok = q.k % s == 0 && kc % 8 == 0 && kc >= 128 &&
+                      static_cast<uint64_t>(q.m * s * q.n) * 4 <= l.max_storage_binding &&
+                      q.m <= l.max_workgroups_per_dim;
+      if (!ok) continue;
+      best = s;
+      if (groups * s >= split_groups_) break;
+    }
+    return best;
+  }
+
+  /// The split-k scratch buffer, grown to at least `bytes` (dispatches run in order, so every
+  /// split product may reuse it).
+  gpu::Binding scratch_binding(uint64_t bytes) {
+    if (!scratch_ || scratch_bytes_ < bytes) {
+      scratch_bytes_ = std::max<uint64_t>(bytes, 1 << 20);
+      scratch_ = ctx_->buffer(scratch_bytes_);
+    }
+    return {scratch_.get(), 0, bytes};
   }
 
   struct Tile {
@@ -569,6 +641,23 @@ class WebGpuBackend final : public Backend {
           "const GELU = {};\n",
           t.bm, t.bn, t.bk, t.tm, t.tn, gelu);
       return gpu::KernelSpec{name, consts + kernel_source("matmul"), "main", "rrrw"};
+    });
+  }
+
+  /// attention_prefill.wgsl for head size d, with 32-key tiles where the device's workgroup
+  /// memory holds them (that kernel's arrays: q, a key or value tile, scores, row statistics).
+  const gpu::Kernel& attention_prefill_kernel(const char* entry, int64_t d) {
+    constexpr uint64_t kRows = 32, kThreads = 128;
+    const auto bytes = [&](uint64_t bc) {
+      return 4 * (kRows * d + bc * d + kRows * bc + 2 * kThreads + 3 * kRows);
+    };
+    const uint64_t bc = bytes(32) <= ctx_->limits().max_workgroup_storage ? 32 : 16;
+    const std::string name = fmt::format("attention_prefill_{}_d{}_bc{}", entry, d, bc);
+    return kernel(name, [&] {
+      return gpu::KernelSpec{name,
+                             fmt::format("const D = {}u;\nconst BC = {}u;\n", d, bc) +
+                                 kernel_source("attention_prefill"),
+                             entry, "rwww"};
     });
   }
 
@@ -680,12 +769,14 @@ class WebGpuBackend final : public Backend {
   // Rows of k per split-k chunk of an m = 1 product over a plain b (0: no split);
   // FORGE_WEBGPU_SPLIT_K overrides for tuning.
   int64_t split_k_ = 64;
+  // Tiled products with fewer workgroups than this split k (FORGE_WEBGPU_SPLIT_GROUPS; 0: never).
+  int64_t split_groups_ = 0;
   // trans_b m = 1 products with k up to this take one thread per row (FORGE_WEBGPU_SHORT_K);
   // software rasterisers only.
   int64_t short_k_max_ = 128;
   // softmax_causal.wgsl's one-pass (max, sum) entry; FORGE_WEBGPU_SOFTMAX=main for the other.
   bool online_softmax_ = true;
-  std::shared_ptr<gpu::Buffer> scratch_;  // split-k partial sums
+  std::shared_ptr<gpu::Buffer> scratch_;  // split-k partial sums (scratch_binding)
   uint64_t scratch_bytes_ = 0;
   bool embedding_pending_ = false;
   int64_t vocab_ = 0;

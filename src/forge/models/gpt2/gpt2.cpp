@@ -220,6 +220,13 @@ nn::Var Gpt2::attention(const Gpt2Block& block, const nn::Var& x, int64_t batch,
     if (pass.trace) pass.trace->push_back(probs);
     return nn::Var(mixed);
   }
+  const int64_t d = config_.head_dim();
+  const bool fused_prefill =
+      cache && !pass.tape && !pass.trace && d % 4 == 0 && d <= ops::kAttentionPrefillMaxHeadDim;
+  if (fused_prefill) {  // several tokens into the cache, no probabilities asked for
+    return nn::Var(
+        ops::attention_prefill(qkv.value(), cache->k[layer], cache->v[layer], cache->length));
+  }
   const autograd::Heads heads = autograd::split_heads(qkv, batch, config_.n_head);
   const int64_t t = heads.q.value().dim(1);
   nn::Var k = heads.k, v = heads.v;

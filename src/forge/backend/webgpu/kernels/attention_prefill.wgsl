@@ -1,0 +1,197 @@
+// ops::attention_prefill. `append` copies the k, v of qkv [t, 3c] (rows [q | k | v]) into the
+// caches [n_head, capacity, d] at rows [pos, pos + t); `main` then writes, for each query row i,
+// softmax(alpha · q·Kᵀ)·V over cache rows [0, pos + i] into out [t, c] (heads merged).
+//
+// `main` is a flash attention: one workgroup per (BR query rows, head) walks the keys in tiles of
+// BC with an online softmax, so no [t, pos + t] scores ever reach memory. Each tile is two small
+// matmuls through workgroup memory, each invocation holding a register tile: S = Q·Kᵀ as 2 rows ×
+// BC/8 keys, then O += P·V as 4 rows × 4 dims. (One row per invocation, with q and the whole
+// output row in registers, ran 3× slower than the unfused kernels on an H200.)
+// The backend prepends `const D = <head size>u;` (a multiple of 4 up to 64) and `const BC`: 32,
+// or 16 where the device allows only WebGPU's default 16 KiB of workgroup memory.
+struct Params {
+  n_head: u32, capacity: u32, pos: u32, t: u32,
+  off_qkv: u32, off_k: u32, off_v: u32, off_out: u32,
+  alpha: f32, blocks: u32, pad0: u32, pad1: u32,
+}
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> qkv: array<f32>;
+@group(0) @binding(2) var<storage, read_write> cache_k: array<f32>;
+@group(0) @binding(3) var<storage, read_write> cache_v: array<f32>;
+@group(0) @binding(4) var<storage, read_write> out: array<f32>;
+
+const BR = 32u;
+const WG = 128u;
+const D4 = D / 4u;
+const KPT = BC / 8u;  // keys per invocation in S: tc, tc + 8, ...
+const BC4 = BC / 4u;
+const NEG = -3.402823e38;
+
+var<workgroup> qs: array<vec4f, BR * D4>;  // [d / 4][row]: a warp's rows are adjacent
+var<workgroup> kvs: array<vec4f, BC * D4>;  // K as [d / 4][key], then V as [key][d / 4]
+var<workgroup> ps: array<vec4f, BR * BC4>;  // scores, then probabilities, [row][key / 4]
+var<workgroup> red_max: array<f32, WG>;
+var<workgroup> red_sum: array<f32, WG>;
+var<workgroup> row_max: array<f32, BR>;
+var<workgroup> row_sum: array<f32, BR>;
+var<workgroup> row_scale: array<f32, BR>;  // exp(old max − new max), applied to O
+
+@compute @workgroup_size(256)
+fn append(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
+  let c = p.n_head * D;
+  let e = gid.x + gid.y * nwg.x * 256u;
+  if (e >= p.t * c) { return; }
+  let row = e / c;
+  let col = e % c;
+  let dst = ((col / D) * p.capacity + p.pos + row) * D + col % D;
+  cache_k[p.off_k + dst] = qkv[p.off_qkv + row * 3u * c + c + col];
+  cache_v[p.off_v + dst] = qkv[p.off_qkv + row * 3u * c + 2u * c + col];
+}
+
+fn key4(at: u32) -> vec4f {
+  return vec4f(cache_k[at], cache_k[at + 1u], cache_k[at + 2u], cache_k[at + 3u]);
+}
+
+fn value4(at: u32) -> vec4f {
+  return vec4f(cache_v[at], cache_v[at + 1u], cache_v[at + 2u], cache_v[at + 3u]);
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: u32) {
+  let h = wid.y;
+  let first = (p.blocks - 1u - wid.x) * BR;  // the longest rows first: the grid's tail is short
+  let last_key = p.pos + min(first + BR, p.t) - 1u;  // the last key any row of the block sees
+  let c = p.n_head * D;
+  let keys = p.off_k + h * p.capacity * D;
+  let values = p.off_v + h * p.capacity * D;
+
+  // Q, rows past t repeating the last (they are computed and never written).
+  for (var e = li; e < BR * D4; e += WG) {
+    let row = min(first + e / D4, p.t - 1u);
+    let at = p.off_qkv + row * 3u * c + h * D + 4u * (e % D4);
+    qs[(e % D4) * BR + e / D4] = vec4f(qkv[at], qkv[at + 1u], qkv[at + 2u], qkv[at + 3u]);
+  }
+  if (li < BR) {
+    row_max[li] = NEG;
+    row_sum[li] = 0.0;
+  }
+  // S: rows 2·tr, 2·tr + 1; keys tc + 8·u. Softmax statistics: row sr, keys of quarter sq.
+  let tr = li / 8u;
+  let tc = li % 8u;
+  let sr = li / 4u;
+  let sq = li % 4u;
+  // O: rows 4·og .. 4·og + 3, dims 4·od .. 4·od + 3.
+  let og = li / 16u;
+  let od = li % 16u;
+  var o: array<vec4f, 4>;
+
+  for (var k0 = 0u; k0 <= last_key; k0 += BC) {
+    workgroupBarrier();
+    // Keys past last_key may hold anything: zeros keep their (masked) products finite.
+    for (var e = li; e < BC * D4; e += WG) {
+      let key = e / D4;
+      let i = e % D4;
+      var kv = vec4f(0.0);
+      if (k0 + key <= last_key) { kv = key4(keys + (k0 + key) * D + 4u * i); }
+      kvs[i * BC + key] = kv;
+    }
+    workgroupBarrier();
+
+    // Zeroed by hand: a var declared in a loop body kept the last iteration's values on
+    // lavapipe.
+    var s0: array<f32, KPT>;
+    var s1: array<f32, KPT>;
+    for (var u = 0u; u < KPT; u++) {
+      s0[u] = 0.0;
+      s1[u] = 0.0;
+    }
+    for (var i = 0u; i < D4; i++) {
+      let q0 = qs[i * BR + 2u * tr];
+      let q1 = qs[i * BR + 2u * tr + 1u];
+      for (var u = 0u; u < KPT; u++) {
+        let k = kvs[i * BC + tc + 8u * u];
+        s0[u] = fma(q0.x, k.x, fma(q0.y, k.y, fma(q0.z, k.z, fma(q0.w, k.w, s0[u]))));
+        s1[u] = fma(q1.x, k.x, fma(q1.y, k.y, fma(q1.z, k.z, fma(q1.w, k.w, s1[u]))));
+      }
+    }
+    let limit0 = p.pos + min(first + 2u * tr, p.t - 1u);
+    let limit1 = p.pos + min(first + 2u * tr + 1u, p.t - 1u);
+    for (var u = 0u; u < KPT; u++) {
+      let key = tc + 8u * u;
+      ps[(2u * tr) * BC4 + key / 4u][key % 4u] = select(NEG, p.alpha * s0[u], k0 + key <= limit0);
+      ps[(2u * tr + 1u) * BC4 + key / 4u][key % 4u] =
+          select(NEG, p.alpha * s1[u], k0 + key <= limit1);
+    }
+    workgroupBarrier();
+
+    // V into kvs (its K reads are done) while the row maxima are reduced.
+    for (var e = li; e < BC * D4; e += WG) {
+      let key = e / D4;
+      var vv = vec4f(0.0);
+      if (k0 + key <= last_key) { vv = value4(values + (k0 + key) * D + 4u * (e % D4)); }
+      kvs[e] = vv;
+    }
+    var local_max = NEG;
+    for (var j = sq * BC4 / 4u; j < (sq + 1u) * BC4 / 4u; j++) {
+      let x = ps[sr * BC4 + j];
+      local_max = max(local_max, max(max(x.x, x.y), max(x.z, x.w)));
+    }
+    red_max[li] = local_max;
+    workgroupBarrier();
+
+    let old_max = row_max[sr];
+    let new_max = max(old_max, max(max(red_max[4u * sr], red_max[4u * sr + 1u]),
+                                   max(red_max[4u * sr + 2u], red_max[4u * sr + 3u])));
+    var local_sum = 0.0;
+    for (var j = sq * BC4 / 4u; j < (sq + 1u) * BC4 / 4u; j++) {
+      // Masked scores are NEG: exp(NEG − new_max) is 0 (key 0 is visible, so new_max is real).
+      let w = exp(ps[sr * BC4 + j] - vec4f(new_max));
+      ps[sr * BC4 + j] = w;
+      local_sum += (w.x + w.y) + (w.z + w.w);
+    }
+    red_sum[li] = local_sum;
+    workgroupBarrier();
+
+    if (sq == 0u) {
+      let scale = exp(old_max - new_max);
+      row_scale[sr] = scale;
+      row_max[sr] = new_max;
+      row_sum[sr] = row_sum[sr] * scale +
+                    ((red_sum[li] + red_sum[li + 1u]) + (red_sum[li + 2u] + red_sum[li + 3u]));
+    }
+    workgroupBarrier();
+
+    if (od < D4) {
+      for (var r = 0u; r < 4u; r++) { o[r] *= row_scale[4u * og + r]; }
+      for (var j = 0u; j < BC4; j++) {
+        var pr: array<vec4f, 4>;
+        for (var r = 0u; r < 4u; r++) { pr[r] = ps[(4u * og + r) * BC4 + j]; }
+        let v0 = kvs[(4u * j) * D4 + od];
+        let v1 = kvs[(4u * j + 1u) * D4 + od];
+        let v2 = kvs[(4u * j + 2u) * D4 + od];
+        let v3 = kvs[(4u * j + 3u) * D4 + od];
+        for (var r = 0u; r < 4u; r++) {
+          o[r] = fma(vec4f(pr[r].x), v0, o[r]);
+          o[r] = fma(vec4f(pr[r].y), v1, o[r]);
+          o[r] = fma(vec4f(pr[r].z), v2, o[r]);
+          o[r] = fma(vec4f(pr[r].w), v3, o[r]);
+        }
+      }
+    }
+  }
+
+  workgroupBarrier();
+  if (od < D4) {
+    for (var r = 0u; r < 4u; r++) {
+      let row = first + 4u * og + r;
+      if (row < p.t) {
+        let v = o[r] / row_sum[4u * og + r];
+        let at = p.off_out + row * c + h * D + 4u * od;
+        out[at] = v.x;
+        out[at + 1u] = v.y;
+        out[at + 2u] = v.z;
+        out[at + 3u] = v.w;
+      }
+    }
+  }
+}
