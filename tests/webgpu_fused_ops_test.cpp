@@ -38,13 +38,28 @@ void expect_epilogues_match(int64_t m, int64_t n, int64_t k, bool trans_b, const
 TEST(WebGpuFusedOps, MatmulEpiloguesMatchCpuOnTilesMatvecAndSplitK) {
   FORGE_REQUIRE_WEBGPU();
   uint32_t seed = 1;
-  for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 70, 33},  // matvec, no split
-                                                                   {1, 300, 700},  // matvec split-k
-                                                                   {5, 65, 40},    // thin tile
-                                                                   {130, 129, 67},     // mid tile
-                                                                   {256, 256, 24}}) {  // big tile
+  for (const auto& [m, n, k] :
+       std::vector<std::array<int64_t, 3>>{{1, 70, 33},         // matvec, no split
+                                           {1, 300, 700},       // matvec split-k
+                                           {5, 65, 40},         // thin tile
+                                           {130, 129, 67},      // mid tile
+                                           {256, 256, 24},      // big tile
+                                           {200, 150, 768}}) {  // tile split-k
     for (bool trans_b : {false, true}) expect_epilogues_match(m, n, k, trans_b, gpu(), seed += 4);
   }
+}
+
+TEST(WebGpuFusedOps, AShortGridSplitsKIntoTwoDispatchesAndAFullOneDoesNot) {
+  FORGE_REQUIRE_WEBGPU();
+  const auto dispatches = [](const Tensor& a, const Tensor& b) {
+    const uint64_t before = gpu().backend().counters().dispatches;
+    (void)ops::matmul(a, b).to_floats();
+    return gpu().backend().counters().dispatches - before;
+  };
+  const auto a = random_pair({200, 768}, 200), b = random_pair({768, 150}, 201);
+  EXPECT_EQ(dispatches(a.gpu, b.gpu), 2u) << "12 tiles of 64×64: k in 6 splits, then the sum";
+  const auto c = random_pair({2048, 256}, 202), d = random_pair({256, 1024}, 203);
+  EXPECT_EQ(dispatches(c.gpu, d.gpu), 1u) << "512 tiles fill the grid: no split";
 }
 
 TEST(WebGpuFusedOps, EpiloguesHoldWhenTheBindingLimitSplitsK) {

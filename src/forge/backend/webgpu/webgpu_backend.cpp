@@ -90,6 +90,11 @@ class WebGpuBackend final : public Backend {
     if (ctx_->adapter().type != "cpu") short_k_max_ = 0;
     if (const char* kc = std::getenv("FORGE_WEBGPU_SPLIT_K")) split_k_ = std::atol(kc);
     if (const char* sg = std::getenv("FORGE_WEBGPU_SPLIT_GROUPS")) split_groups_ = std::atol(sg);
+    if (const char* ar = std::getenv("FORGE_WEBGPU_ATTENTION_ROWS")) {
+      attention_rows_ = std::atol(ar);
+      FORGE_CHECK(attention_rows_ == 16 || attention_rows_ == 32 || attention_rows_ == 64,
+                  "FORGE_WEBGPU_ATTENTION_ROWS must be 16, 32 or 64, got '{}'", ar);
+    }
     if (const char* sk = std::getenv("FORGE_WEBGPU_SHORT_K")) short_k_max_ = std::atol(sk);
     if (const char* sm = std::getenv("FORGE_WEBGPU_SOFTMAX"))
       online_softmax_ = std::string(sm) != "main";
@@ -324,7 +329,7 @@ class WebGpuBackend final : public Backend {
                          const Tensor& cache_v, int64_t pos, float alpha) override {
     const View vq = view(qkv), vk = view(cache_k), vv = view(cache_v), vo = view(out);
     const int64_t t = qkv.dim(0), n_head = cache_k.dim(0), d = cache_k.dim(2);
-    constexpr int64_t kRowsPerGroup = 32;  // BR in attention_prefill.wgsl
+    const AttentionTiles tiles = attention_tiles(d);
     struct {
       uint32_t n_head, capacity, pos, t, off_qkv, off_k, off_v, off_out;
       float alpha;
@@ -333,11 +338,12 @@ class WebGpuBackend final : public Backend {
         u32(pos),    u32(t),
         vq.offset,   vk.offset,
         vv.offset,   vo.offset,
-        alpha,       u32((t + kRowsPerGroup - 1) / kRowsPerGroup),
+        alpha,       u32((t + tiles.rows - 1) / tiles.rows),
         0,           0};
     const std::vector<gpu::Binding> bindings{vq.binding, vk.binding, vv.binding, vo.binding};
-    run_kernel(attention_prefill_kernel("append", d), bindings, p, grid(t * n_head * d, 256));
-    run_kernel(attention_prefill_kernel("main", d), bindings, p, {p.blocks, u32(n_head), 1});
+    run_kernel(attention_prefill_kernel("append", d, tiles), bindings, p,
+               grid(t * n_head * d, 256));
+    run_kernel(attention_prefill_kernel("main", d, tiles), bindings, p, {p.blocks, u32(n_head), 1});
   }
 
   void argmax(const Tensor& out_ids, const Tensor& x) override {
@@ -526,7 +532,7 @@ class WebGpuBackend final : public Backend {
     const bool big = q.m >= 128 && q.n >= 128 && q.m * q.n >= 4 << 20 && !q.gelu;
     const Tile& t = forced_ ? *forced_ : q.m <= 16 ? kThin : big ? kBig : kMid;
     const uint32_t gx = u32((q.n + t.bn - 1) / t.bn), gy = u32((q.m + t.bm - 1) / t.bm);
-    const int64_t splits = tile_splits(q, int64_t{gx} * gy);
+    const int64_t splits = tile_splits(q, int64_t{gx} * gy * t.bm * t.bn / (64 * 64));
     if (splits > 1) {
       // Split k (too few tiles to fill the GPU): pass 1 writes each split's alpha-free product
       // into scratch laid out [m, splits, n] (the split is the grid's z), then matvec.wgsl's
@@ -555,11 +561,12 @@ class WebGpuBackend final : public Backend {
     run_kernel(matmul_kernel(t, q.gelu), bindings, p, {gx, gy, z});
   }
 
-  /// How many k splits a tiled product of `groups` workgroups runs in parallel (1: none). A grid
-  /// short of split_groups_ leaves SMs idle (H200: a 1024×768 out is 192 tiles of 64×64 for 132
-  /// SMs); splits divide k into equal multiples of 8 of at least 128 rows.
-  int64_t tile_splits(const Part& q, int64_t groups) const {
-    if (split_groups_ <= 0 || q.nb != 1 || groups >= split_groups_) return 1;
+  /// How many k splits a tiled product runs in parallel (1: none). `tiles` counts its grid in
+  /// 64×64 tiles; short of split_groups_, SMs sit idle (H200: a 1024×768 out is 192 tiles for 132
+  /// SMs), so k is cut into equal multiples of 8, at least 128 long, until the grid reaches twice
+  /// that.
+  int64_t tile_splits(const Part& q, int64_t tiles) const {
+    if (split_groups_ <= 0 || q.nb != 1 || tiles >= split_groups_) return 1;
     const gpu::Limits& l = ctx_->limits();
     int64_t best = 1;
     for (int64_t s : {2, 3, 4, 6, 8}) {
@@ -569,7 +576,7 @@ class WebGpuBackend final : public Backend {
                       q.m <= l.max_workgroups_per_dim;
       if (!ok) continue;
       best = s;
-      if (groups * s >= split_groups_) break;
+      if (tiles * s >= 2 * split_groups_) break;
     }
     return best;
   }
@@ -646,16 +653,33 @@ class WebGpuBackend final : public Backend {
 
   /// attention_prefill.wgsl for head size d, with 32-key tiles where the device's workgroup
   /// memory holds them (that kernel's arrays: q, a key or value tile, scores, row statistics).
-  const gpu::Kernel& attention_prefill_kernel(const char* entry, int64_t d) {
-    constexpr uint64_t kRows = 32, kThreads = 128;
-    const auto bytes = [&](uint64_t bc) {
-      return 4 * (kRows * d + bc * d + kRows * bc + 2 * kThreads + 3 * kRows);
+  /// attention_prefill.wgsl's tiles: attention_rows_ query rows (fewer where they do not fit)
+  /// and 32 keys, or 16 where the device's workgroup memory is short (q, a key or value tile,
+  /// scores, row statistics: the kernel's arrays).
+  struct AttentionTiles {
+    int64_t rows, keys;
+  };
+  AttentionTiles attention_tiles(int64_t d) const {
+    const auto bytes = [&](int64_t br, int64_t bc) {
+      return static_cast<uint64_t>(4 * (br * d + bc * d + br * bc + 2 * 4 * br + 3 * br));
     };
-    const uint64_t bc = bytes(32) <= ctx_->limits().max_workgroup_storage ? 32 : 16;
-    const std::string name = fmt::format("attention_prefill_{}_d{}_bc{}", entry, d, bc);
+    const uint64_t limit = ctx_->limits().max_workgroup_storage;
+    for (int64_t br = attention_rows_; br >= 16; br /= 2) {
+      for (int64_t bc : {32, 16}) {
+        if (bytes(br, bc) <= limit) return {br, bc};
+      }
+    }
+    return {16, 16};  // 7.5 KB at d = 64: within any WebGPU device's guaranteed 16 KiB
+  }
+
+  const gpu::Kernel& attention_prefill_kernel(const char* entry, int64_t d,
+                                              const AttentionTiles& tiles) {
+    const std::string name =
+        fmt::format("attention_prefill_{}_d{}_br{}_bc{}", entry, d, tiles.rows, tiles.keys);
     return kernel(name, [&] {
       return gpu::KernelSpec{name,
-                             fmt::format("const D = {}u;\nconst BC = {}u;\n", d, bc) +
+                             fmt::format("const D = {}u;\nconst BR = {}u;\nconst BC = {}u;\n", d,
+                                         tiles.rows, tiles.keys) +
                                  kernel_source("attention_prefill"),
                              entry, "rwww"};
     });
@@ -769,8 +793,10 @@ class WebGpuBackend final : public Backend {
   // Rows of k per split-k chunk of an m = 1 product over a plain b (0: no split);
   // FORGE_WEBGPU_SPLIT_K overrides for tuning.
   int64_t split_k_ = 64;
-  // Tiled products with fewer workgroups than this split k (FORGE_WEBGPU_SPLIT_GROUPS; 0: never).
-  int64_t split_groups_ = 0;
+  // Tiled products of fewer 64×64 tiles than this split k (FORGE_WEBGPU_SPLIT_GROUPS; 0: never).
+  int64_t split_groups_ = 512;
+  // Query rows per attention_prefill workgroup: 16, 32 or 64 (FORGE_WEBGPU_ATTENTION_ROWS).
+  int64_t attention_rows_ = 32;
   // trans_b m = 1 products with k up to this take one thread per row (FORGE_WEBGPU_SHORT_K);
   // software rasterisers only.
   int64_t short_k_max_ = 128;

@@ -5,10 +5,11 @@
 // `main` is a flash attention: one workgroup per (BR query rows, head) walks the keys in tiles of
 // BC with an online softmax, so no [t, pos + t] scores ever reach memory. Each tile is two small
 // matmuls through workgroup memory, each invocation holding a register tile: S = Q·Kᵀ as 2 rows ×
-// BC/8 keys, then O += P·V as 4 rows × 4 dims. (One row per invocation, with q and the whole
+// BC/8 keys, then O += P·V as 4 rows × 4 dims; 4·BR invocations. (One row per invocation, with q and the whole
 // output row in registers, ran 3× slower than the unfused kernels on an H200.)
-// The backend prepends `const D = <head size>u;` (a multiple of 4 up to 64) and `const BC`: 32,
-// or 16 where the device allows only WebGPU's default 16 KiB of workgroup memory.
+// The backend prepends `const D = <head size>u;` (a multiple of 4 up to 64), the query rows per
+// workgroup `BR` (16 or 32) and the keys per tile `BC`: 32, or 16 where the device allows only
+// WebGPU's default 16 KiB of workgroup memory.
 struct Params {
   n_head: u32, capacity: u32, pos: u32, t: u32,
   off_qkv: u32, off_k: u32, off_v: u32, off_out: u32,
@@ -20,8 +21,8 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> cache_v: array<f32>;
 @group(0) @binding(4) var<storage, read_write> out: array<f32>;
 
-const BR = 32u;
-const WG = 128u;
+const WG = 4u * BR;
+const SLOTS = (BC * D4 + WG - 1u) / WG;  // vec4s of a key (or value) tile each invocation loads
 const D4 = D / 4u;
 const KPT = BC / 8u;  // keys per invocation in S: tc, tc + 8, ...
 const BC4 = BC / 4u;
@@ -48,12 +49,26 @@ fn append(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nw
   cache_v[p.off_v + dst] = qkv[p.off_qkv + row * 3u * c + 2u * c + col];
 }
 
-fn key4(at: u32) -> vec4f {
-  return vec4f(cache_k[at], cache_k[at + 1u], cache_k[at + 2u], cache_k[at + 3u]);
-}
-
-fn value4(at: u32) -> vec4f {
-  return vec4f(cache_v[at], cache_v[at + 1u], cache_v[at + 2u], cache_v[at + 3u]);
+/// This invocation's vec4s of the key and value tile starting at row k0 (e = li + WG·n is key
+/// e / D4, dims 4·(e % D4)..). Rows past last_key may hold anything: zeros keep their (masked)
+/// products finite.
+fn fetch(k: ptr<function, array<vec4f, SLOTS>>, v: ptr<function, array<vec4f, SLOTS>>, k0: u32,
+         last_key: u32, keys: u32, values: u32, li: u32) {
+  for (var n = 0u; n < SLOTS; n++) {
+    let e = li + WG * n;
+    let row = k0 + e / D4;
+    var kv = vec4f(0.0);
+    var vv = vec4f(0.0);
+    if (e < BC * D4 && row <= last_key) {
+      let at = row * D + 4u * (e % D4);
+      kv = vec4f(cache_k[keys + at], cache_k[keys + at + 1u], cache_k[keys + at + 2u],
+                 cache_k[keys + at + 3u]);
+      vv = vec4f(cache_v[values + at], cache_v[values + at + 1u], cache_v[values + at + 2u],
+                 cache_v[values + at + 3u]);
+    }
+    (*k)[n] = kv;
+    (*v)[n] = vv;
+  }
 }
 
 @compute @workgroup_size(WG)
@@ -85,15 +100,15 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
   let od = li % 16u;
   var o: array<vec4f, 4>;
 
+  // The next tile's keys and values are read into registers while this one is computed.
+  var next_k: array<vec4f, SLOTS>;
+  var next_v: array<vec4f, SLOTS>;
+  fetch(&next_k, &next_v, 0u, last_key, keys, values, li);
   for (var k0 = 0u; k0 <= last_key; k0 += BC) {
     workgroupBarrier();
-    // Keys past last_key may hold anything: zeros keep their (masked) products finite.
-    for (var e = li; e < BC * D4; e += WG) {
-      let key = e / D4;
-      let i = e % D4;
-      var kv = vec4f(0.0);
-      if (k0 + key <= last_key) { kv = key4(keys + (k0 + key) * D + 4u * i); }
-      kvs[i * BC + key] = kv;
+    for (var n = 0u; n < SLOTS; n++) {
+      let e = li + WG * n;
+      if (e < BC * D4) { kvs[(e % D4) * BC + e / D4] = next_k[n]; }
     }
     workgroupBarrier();
 
@@ -125,12 +140,11 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
     workgroupBarrier();
 
     // V into kvs (its K reads are done) while the row maxima are reduced.
-    for (var e = li; e < BC * D4; e += WG) {
-      let key = e / D4;
-      var vv = vec4f(0.0);
-      if (k0 + key <= last_key) { vv = value4(values + (k0 + key) * D + 4u * (e % D4)); }
-      kvs[e] = vv;
+    for (var n = 0u; n < SLOTS; n++) {
+      let e = li + WG * n;
+      if (e < BC * D4) { kvs[e] = next_v[n]; }
     }
+    fetch(&next_k, &next_v, k0 + BC, last_key, keys, values, li);
     var local_max = NEG;
     for (var j = sq * BC4 / 4u; j < (sq + 1u) * BC4 / 4u; j++) {
       let x = ps[sr * BC4 + j];
