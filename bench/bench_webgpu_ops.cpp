@@ -132,6 +132,8 @@ int main(int argc, char** argv) {
       cases.push_back(
           {tag + "attn_proj", [=] { ops::matmul(x, w_proj, {}, b_e); }, 2 * md * e * e});
       cases.push_back({tag + "c_fc", [=] { ops::matmul(x, w_fc, {}, b_fc); }, 2 * md * e * 4 * e});
+      cases.push_back({tag + "c_fc+gelu", [=] { ops::matmul(x, w_fc, {.gelu = true}, b_fc); },
+                       2 * md * e * 4 * e});
       cases.push_back(
           {tag + "mlp_proj", [=] { ops::matmul(x4, w_mp, {}, b_e); }, 2 * md * e * 4 * e});
       cases.push_back({tag + "lm_head(1 row)",

@@ -259,15 +259,42 @@ void attention_prefill(ThreadPool& pool, float* out, const float* qkv, float* ca
                        float* cache_v, int64_t t, int64_t n_head, int64_t capacity, int64_t d,
                        int64_t pos, float alpha) {
   append_kv(qkv, cache_k, cache_v, t, n_head, capacity, d, pos);
-  const int64_t c = n_head * d;
-  pool.parallel_for(n_head * t, 8, [&](int64_t begin, int64_t end) {
-    std::vector<float> w(pos + t);
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t h = task / t, r = task % t;
-      attend_row(out + r * c + h * d, w.data(), qkv + r * 3 * c + h * d, cache_k + h * capacity * d,
-                 cache_v + h * capacity * d, pos + r + 1, d, alpha);
-    }
-  });
+  // The blocked GEMM straight over the heads' strided rows (no split or merged copies): the
+  // CPU's fast path is its matmul, not a per-row loop.
+  const int64_t c = n_head * d, s = pos + t;
+  std::vector<float> scores(static_cast<size_t>(n_head * t * s));
+  Gemm g{};
+  g.out = scores.data();
+  g.a = qkv;
+  g.b = cache_k;
+  g.batch = n_head;
+  g.m = t;
+  g.n = s;
+  g.k = d;
+  g.lda = 3 * c;
+  g.ldb = d;
+  g.ldo = s;
+  g.stride_a = d;
+  g.stride_b = capacity * d;
+  g.stride_out = t * s;
+  g.trans_b = true;
+  g.alpha = alpha;
+  gemm(pool, g);
+  softmax_causal(pool, scores.data(), scores.data(), n_head, t, s, pos);
+  g.out = out;
+  g.a = scores.data();
+  g.b = cache_v;
+  g.n = d;
+  g.k = s;
+  g.lda = s;
+  g.ldb = d;
+  g.ldo = c;
+  g.stride_a = t * s;
+  g.stride_b = capacity * d;
+  g.stride_out = d;
+  g.trans_b = false;
+  g.alpha = 1.0f;
+  gemm(pool, g);
 }
 
 }  // namespace forge::cpu

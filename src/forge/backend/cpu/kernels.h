@@ -22,7 +22,8 @@ void argmax(ThreadPool& pool, uint32_t* out, const float* x, int64_t r, int64_t 
 void attention_step(ThreadPool& pool, float* out, float* probs, const float* qkv, float* cache_k,
                     float* cache_v, int64_t n_head, int64_t capacity, int64_t d, int64_t pos,
                     float alpha);
-/// ops::attention_prefill: t query rows at positions [pos, pos + t); one (head, row) per task.
+/// ops::attention_prefill: t query rows at positions [pos, pos + t), as scores, causal softmax
+/// and weighted values through gemm.
 void attention_prefill(ThreadPool& pool, float* out, const float* qkv, float* cache_k,
                        float* cache_v, int64_t t, int64_t n_head, int64_t capacity, int64_t d,
                        int64_t pos, float alpha);

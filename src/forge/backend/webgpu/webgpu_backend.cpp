@@ -95,6 +95,11 @@ class WebGpuBackend final : public Backend {
       FORGE_CHECK(attention_rows_ == 16 || attention_rows_ == 32 || attention_rows_ == 64,
                   "FORGE_WEBGPU_ATTENTION_ROWS must be 16, 32 or 64, got '{}'", ar);
     }
+    if (const char* ak = std::getenv("FORGE_WEBGPU_ATTENTION_KEYS")) {
+      attention_keys_ = std::atol(ak);
+      FORGE_CHECK(attention_keys_ == 16 || attention_keys_ == 32 || attention_keys_ == 64,
+                  "FORGE_WEBGPU_ATTENTION_KEYS must be 16, 32 or 64, got '{}'", ak);
+    }
     if (const char* sk = std::getenv("FORGE_WEBGPU_SHORT_K")) short_k_max_ = std::atol(sk);
     if (const char* sm = std::getenv("FORGE_WEBGPU_SOFTMAX"))
       online_softmax_ = std::string(sm) != "main";
@@ -665,7 +670,7 @@ class WebGpuBackend final : public Backend {
     };
     const uint64_t limit = ctx_->limits().max_workgroup_storage;
     for (int64_t br = attention_rows_; br >= 16; br /= 2) {
-      for (int64_t bc : {32, 16}) {
+      for (int64_t bc = attention_keys_; bc >= 16; bc /= 2) {
         if (bytes(br, bc) <= limit) return {br, bc};
       }
     }
@@ -797,6 +802,8 @@ class WebGpuBackend final : public Backend {
   int64_t split_groups_ = 512;
   // Query rows per attention_prefill workgroup: 16, 32 or 64 (FORGE_WEBGPU_ATTENTION_ROWS).
   int64_t attention_rows_ = 32;
+  // Keys per attention_prefill tile at most: 16, 32 or 64 (FORGE_WEBGPU_ATTENTION_KEYS).
+  int64_t attention_keys_ = 32;
   // trans_b m = 1 products with k up to this take one thread per row (FORGE_WEBGPU_SHORT_K);
   // software rasterisers only.
   int64_t short_k_max_ = 128;

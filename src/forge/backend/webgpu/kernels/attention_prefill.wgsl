@@ -4,12 +4,12 @@
 //
 // `main` is a flash attention: one workgroup per (BR query rows, head) walks the keys in tiles of
 // BC with an online softmax, so no [t, pos + t] scores ever reach memory. Each tile is two small
-// matmuls through workgroup memory, each invocation holding a register tile: S = Q·Kᵀ as 2 rows ×
-// BC/8 keys, then O += P·V as 4 rows × 4 dims; 4·BR invocations. (One row per invocation, with q and the whole
-// output row in registers, ran 3× slower than the unfused kernels on an H200.)
-// The backend prepends `const D = <head size>u;` (a multiple of 4 up to 64), the query rows per
-// workgroup `BR` (16 or 32) and the keys per tile `BC`: 32, or 16 where the device allows only
-// WebGPU's default 16 KiB of workgroup memory.
+// matmuls through workgroup memory, each of the 4·BR invocations holding a register tile:
+// S = Q·Kᵀ as 2 rows × BC/8 keys, then O += P·V as 4 rows × 4 dims. The next tile's keys and
+// values are read into registers while this one is computed. (One row per invocation, with q
+// and the whole output row in registers, ran 3× slower than the unfused kernels on an H200.)
+// The backend prepends `const D = <head size>u;` (a multiple of 4 up to 64) and the tile sizes
+// BR and BC (16, 32 or 64), as large as the device's workgroup memory allows.
 struct Params {
   n_head: u32, capacity: u32, pos: u32, t: u32,
   off_qkv: u32, off_k: u32, off_v: u32, off_out: u32,
