@@ -92,13 +92,13 @@ class WebGpuBackend final : public Backend {
     if (const char* sg = std::getenv("FORGE_WEBGPU_SPLIT_GROUPS")) split_groups_ = std::atol(sg);
     if (const char* ar = std::getenv("FORGE_WEBGPU_ATTENTION_ROWS")) {
       attention_rows_ = std::atol(ar);
-      FORGE_CHECK(attention_rows_ == 16 || attention_rows_ == 32 || attention_rows_ == 64,
-                  "FORGE_WEBGPU_ATTENTION_ROWS must be 16, 32 or 64, got '{}'", ar);
+      FORGE_CHECK(attention_rows_ == 32 || attention_rows_ == 64,
+                  "FORGE_WEBGPU_ATTENTION_ROWS must be 32 or 64, got '{}'", ar);
     }
     if (const char* ak = std::getenv("FORGE_WEBGPU_ATTENTION_KEYS")) {
       attention_keys_ = std::atol(ak);
-      FORGE_CHECK(attention_keys_ == 16 || attention_keys_ == 32 || attention_keys_ == 64,
-                  "FORGE_WEBGPU_ATTENTION_KEYS must be 16, 32 or 64, got '{}'", ak);
+      FORGE_CHECK(attention_keys_ == 16 || attention_keys_ == 32,
+                  "FORGE_WEBGPU_ATTENTION_KEYS must be 16 or 32, got '{}'", ak);
     }
     if (const char* sk = std::getenv("FORGE_WEBGPU_SHORT_K")) short_k_max_ = std::atol(sk);
     if (const char* sm = std::getenv("FORGE_WEBGPU_SOFTMAX"))
@@ -666,15 +666,15 @@ class WebGpuBackend final : public Backend {
   };
   AttentionTiles attention_tiles(int64_t d) const {
     const auto bytes = [&](int64_t br, int64_t bc) {
-      return static_cast<uint64_t>(4 * (br * d + bc * d + br * bc + 2 * 4 * br + 3 * br));
+      return static_cast<uint64_t>(4 * (br * d + bc * d + br * bc + 2 * 128 + 3 * br));
     };
     const uint64_t limit = ctx_->limits().max_workgroup_storage;
-    for (int64_t br = attention_rows_; br >= 16; br /= 2) {
+    for (int64_t br = attention_rows_; br >= 32; br /= 2) {
       for (int64_t bc = attention_keys_; bc >= 16; bc /= 2) {
         if (bytes(br, bc) <= limit) return {br, bc};
       }
     }
-    return {16, 16};  // 7.5 KB at d = 64: within any WebGPU device's guaranteed 16 KiB
+    return {32, 16};  // 15.7 KB at d = 64: within the 16 KiB every WebGPU device has
   }
 
   const gpu::Kernel& attention_prefill_kernel(const char* entry, int64_t d,
@@ -800,9 +800,9 @@ class WebGpuBackend final : public Backend {
   int64_t split_k_ = 64;
   // Tiled products of fewer 64×64 tiles than this split k (FORGE_WEBGPU_SPLIT_GROUPS; 0: never).
   int64_t split_groups_ = 512;
-  // Query rows per attention_prefill workgroup: 16, 32 or 64 (FORGE_WEBGPU_ATTENTION_ROWS).
-  int64_t attention_rows_ = 32;
-  // Keys per attention_prefill tile at most: 16, 32 or 64 (FORGE_WEBGPU_ATTENTION_KEYS).
+  // Query rows per attention_prefill workgroup at most: 32 or 64 (FORGE_WEBGPU_ATTENTION_ROWS).
+  int64_t attention_rows_ = 64;
+  // Keys per attention_prefill tile at most: 16 or 32 (FORGE_WEBGPU_ATTENTION_KEYS).
   int64_t attention_keys_ = 32;
   // trans_b m = 1 products with k up to this take one thread per row (FORGE_WEBGPU_SHORT_K);
   // software rasterisers only.

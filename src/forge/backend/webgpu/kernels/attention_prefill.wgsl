@@ -4,12 +4,12 @@
 //
 // `main` is a flash attention: one workgroup per (BR query rows, head) walks the keys in tiles of
 // BC with an online softmax, so no [t, pos + t] scores ever reach memory. Each tile is two small
-// matmuls through workgroup memory, each of the 4·BR invocations holding a register tile:
-// S = Q·Kᵀ as 2 rows × BC/8 keys, then O += P·V as 4 rows × 4 dims. The next tile's keys and
-// values are read into registers while this one is computed. (One row per invocation, with q
-// and the whole output row in registers, ran 3× slower than the unfused kernels on an H200.)
-// The backend prepends `const D = <head size>u;` (a multiple of 4 up to 64) and the tile sizes
-// BR and BC (16, 32 or 64), as large as the device's workgroup memory allows.
+// matmuls through workgroup memory, each of the 128 invocations holding a register tile:
+// S = Q·Kᵀ as BR/16 rows × BC/8 keys, then O += P·V as BR/8 rows × 4 dims. The next tile's
+// keys and values are read into registers while this one is computed. (One row per invocation,
+// with q and the whole output row in registers, ran 3× slower than the unfused kernels on an
+// H200.) The backend prepends `const D = <head size>u;` (a multiple of 4 up to 64) and the tile
+// sizes BR (32 or 64) and BC (16 or 32), as large as the device's workgroup memory allows.
 struct Params {
   n_head: u32, capacity: u32, pos: u32, t: u32,
   off_qkv: u32, off_k: u32, off_v: u32, off_out: u32,
@@ -21,7 +21,10 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> cache_v: array<f32>;
 @group(0) @binding(4) var<storage, read_write> out: array<f32>;
 
-const WG = 4u * BR;
+const WG = 128u;
+const RS = BR / 16u;   // S rows per invocation (16 row groups × 8 key columns)
+const RO = BR / 8u;    // O rows per invocation (8 row groups × 16 vec4 columns)
+const SPR = WG / BR;   // invocations per row for the softmax statistics
 const SLOTS = (BC * D4 + WG - 1u) / WG;  // vec4s of a key (or value) tile each invocation loads
 const D4 = D / 4u;
 const KPT = BC / 8u;  // keys per invocation in S: tc, tc + 8, ...
@@ -90,15 +93,15 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
     row_max[li] = NEG;
     row_sum[li] = 0.0;
   }
-  // S: rows 2·tr, 2·tr + 1; keys tc + 8·u. Softmax statistics: row sr, keys of quarter sq.
+  // S: rows RS·tr + a; keys tc + 8·u. Softmax statistics: row sr, keys of part sq of SPR.
   let tr = li / 8u;
   let tc = li % 8u;
-  let sr = li / 4u;
-  let sq = li % 4u;
-  // O: rows 4·og .. 4·og + 3, dims 4·od .. 4·od + 3.
+  let sr = li / SPR;
+  let sq = li % SPR;
+  // O: rows RO·og + r, dims 4·od .. 4·od + 3.
   let og = li / 16u;
   let od = li % 16u;
-  var o: array<vec4f, 4>;
+  var o: array<vec4f, RO>;
 
   // The next tile's keys and values are read into registers while this one is computed.
   var next_k: array<vec4f, SLOTS>;
@@ -114,28 +117,26 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
 
     // Zeroed by hand: a var declared in a loop body kept the last iteration's values on
     // lavapipe.
-    var s0: array<f32, KPT>;
-    var s1: array<f32, KPT>;
-    for (var u = 0u; u < KPT; u++) {
-      s0[u] = 0.0;
-      s1[u] = 0.0;
-    }
+    var sc: array<f32, RS * KPT>;
+    for (var x = 0u; x < RS * KPT; x++) { sc[x] = 0.0; }
     for (var i = 0u; i < D4; i++) {
-      let q0 = qs[i * BR + 2u * tr];
-      let q1 = qs[i * BR + 2u * tr + 1u];
-      for (var u = 0u; u < KPT; u++) {
-        let k = kvs[i * BC + tc + 8u * u];
-        s0[u] = fma(q0.x, k.x, fma(q0.y, k.y, fma(q0.z, k.z, fma(q0.w, k.w, s0[u]))));
-        s1[u] = fma(q1.x, k.x, fma(q1.y, k.y, fma(q1.z, k.z, fma(q1.w, k.w, s1[u]))));
+      var k: array<vec4f, KPT>;
+      for (var u = 0u; u < KPT; u++) { k[u] = kvs[i * BC + tc + 8u * u]; }
+      for (var a = 0u; a < RS; a++) {
+        let q = qs[i * BR + RS * tr + a];
+        for (var u = 0u; u < KPT; u++) {
+          let x = a * KPT + u;
+          sc[x] = fma(q.x, k[u].x, fma(q.y, k[u].y, fma(q.z, k[u].z, fma(q.w, k[u].w, sc[x]))));
+        }
       }
     }
-    let limit0 = p.pos + min(first + 2u * tr, p.t - 1u);
-    let limit1 = p.pos + min(first + 2u * tr + 1u, p.t - 1u);
-    for (var u = 0u; u < KPT; u++) {
-      let key = tc + 8u * u;
-      ps[(2u * tr) * BC4 + key / 4u][key % 4u] = select(NEG, p.alpha * s0[u], k0 + key <= limit0);
-      ps[(2u * tr + 1u) * BC4 + key / 4u][key % 4u] =
-          select(NEG, p.alpha * s1[u], k0 + key <= limit1);
+    for (var a = 0u; a < RS; a++) {
+      let row = RS * tr + a;
+      let limit = p.pos + min(first + row, p.t - 1u);
+      for (var u = 0u; u < KPT; u++) {
+        let key = tc + 8u * u;
+        ps[row * BC4 + key / 4u][key % 4u] = select(NEG, p.alpha * sc[a * KPT + u], k0 + key <= limit);
+      }
     }
     workgroupBarrier();
 
@@ -146,7 +147,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
     }
     fetch(&next_k, &next_v, k0 + BC, last_key, keys, values, li);
     var local_max = NEG;
-    for (var j = sq * BC4 / 4u; j < (sq + 1u) * BC4 / 4u; j++) {
+    for (var j = sq * BC4 / SPR; j < (sq + 1u) * BC4 / SPR; j++) {
       let x = ps[sr * BC4 + j];
       local_max = max(local_max, max(max(x.x, x.y), max(x.z, x.w)));
     }
@@ -154,10 +155,10 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
     workgroupBarrier();
 
     let old_max = row_max[sr];
-    let new_max = max(old_max, max(max(red_max[4u * sr], red_max[4u * sr + 1u]),
-                                   max(red_max[4u * sr + 2u], red_max[4u * sr + 3u])));
+    var new_max = old_max;
+    for (var x = 0u; x < SPR; x++) { new_max = max(new_max, red_max[SPR * sr + x]); }
     var local_sum = 0.0;
-    for (var j = sq * BC4 / 4u; j < (sq + 1u) * BC4 / 4u; j++) {
+    for (var j = sq * BC4 / SPR; j < (sq + 1u) * BC4 / SPR; j++) {
       // Masked scores are NEG: exp(NEG − new_max) is 0 (key 0 is visible, so new_max is real).
       let w = exp(ps[sr * BC4 + j] - vec4f(new_max));
       ps[sr * BC4 + j] = w;
@@ -168,27 +169,27 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
 
     if (sq == 0u) {
       let scale = exp(old_max - new_max);
+      var tile_sum = 0.0;
+      for (var x = 0u; x < SPR; x++) { tile_sum += red_sum[li + x]; }
       row_scale[sr] = scale;
       row_max[sr] = new_max;
-      row_sum[sr] = row_sum[sr] * scale +
-                    ((red_sum[li] + red_sum[li + 1u]) + (red_sum[li + 2u] + red_sum[li + 3u]));
+      row_sum[sr] = row_sum[sr] * scale + tile_sum;
     }
     workgroupBarrier();
 
     if (od < D4) {
-      for (var r = 0u; r < 4u; r++) { o[r] *= row_scale[4u * og + r]; }
+      for (var r = 0u; r < RO; r++) { o[r] *= row_scale[RO * og + r]; }
       for (var j = 0u; j < BC4; j++) {
-        var pr: array<vec4f, 4>;
-        for (var r = 0u; r < 4u; r++) { pr[r] = ps[(4u * og + r) * BC4 + j]; }
         let v0 = kvs[(4u * j) * D4 + od];
         let v1 = kvs[(4u * j + 1u) * D4 + od];
         let v2 = kvs[(4u * j + 2u) * D4 + od];
         let v3 = kvs[(4u * j + 3u) * D4 + od];
-        for (var r = 0u; r < 4u; r++) {
-          o[r] = fma(vec4f(pr[r].x), v0, o[r]);
-          o[r] = fma(vec4f(pr[r].y), v1, o[r]);
-          o[r] = fma(vec4f(pr[r].z), v2, o[r]);
-          o[r] = fma(vec4f(pr[r].w), v3, o[r]);
+        for (var r = 0u; r < RO; r++) {
+          let w = ps[(RO * og + r) * BC4 + j];
+          o[r] = fma(vec4f(w.x), v0, o[r]);
+          o[r] = fma(vec4f(w.y), v1, o[r]);
+          o[r] = fma(vec4f(w.z), v2, o[r]);
+          o[r] = fma(vec4f(w.w), v3, o[r]);
         }
       }
     }
@@ -196,10 +197,10 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: 
 
   workgroupBarrier();
   if (od < D4) {
-    for (var r = 0u; r < 4u; r++) {
-      let row = first + 4u * og + r;
+    for (var r = 0u; r < RO; r++) {
+      let row = first + RO * og + r;
       if (row < p.t) {
-        let v = o[r] / row_sum[4u * og + r];
+        let v = o[r] / row_sum[RO * og + r];
         let at = p.off_out + row * c + h * D + 4u * od;
         out[at] = v.x;
         out[at + 1u] = v.y;
