@@ -9,7 +9,7 @@
 // keys and values are read into registers while this one is computed. (One row per invocation,
 // with q and the whole output row in registers, ran 3× slower than the unfused kernels on an
 // H200.) The backend prepends `const D = <head size>u;` (a multiple of 4 up to 64) and the tile
-// sizes BR (32 or 64) and BC (16 or 32), as large as the device's workgroup memory allows.
+// sizes BR (32) and BC (32, or 16 where the device's workgroup memory is short).
 struct Params {
   n_head: u32, capacity: u32, pos: u32, t: u32,
   off_qkv: u32, off_k: u32, off_v: u32, off_out: u32,
