@@ -10,6 +10,28 @@ namespace {
 
 using namespace detail;
 
+/// The operands both cached attentions share: f32, one device, contiguous, caches equal
+/// [n_head, capacity, d], qkv [rows, 3·n_head·d]. Returns the caches' shape.
+Shape check_attention(const Tensor& qkv, const Tensor& cache_k, const Tensor& cache_v,
+                      const char* op) {
+  check_f32(qkv, op, "qkv");
+  check_f32(cache_k, op, "cache_k");
+  check_f32(cache_v, op, "cache_v");
+  check_same_device(qkv, cache_k, op);
+  check_same_device(qkv, cache_v, op);
+  check_contiguous(qkv, op, "qkv");
+  check_contiguous(cache_k, op, "cache_k");
+  check_contiguous(cache_v, op, "cache_v");
+  FORGE_CHECK(cache_k.rank() == 3 && cache_k.shape() == cache_v.shape(),
+              "{}: caches must be equal [n_head, capacity, d], got {} and {}", op,
+              cache_k.describe(), cache_v.describe());
+  const int64_t c = cache_k.dim(0) * cache_k.dim(2);
+  FORGE_CHECK(qkv.rank() == 2 && qkv.dim(0) >= 1 && qkv.dim(1) == 3 * c,
+              "{}: qkv must be [rows, {}] for caches {}, got {}", op, 3 * c, cache_k.describe(),
+              qkv.describe());
+  return cache_k.shape();
+}
+
 struct MatmulShape {
   int64_t batch, m, n, k;
 };
@@ -73,28 +95,15 @@ void matmul_into(const Tensor& out, const Tensor& a, const Tensor& b, const Matm
 
 Tensor attention_step(const Tensor& qkv, const Tensor& cache_k, const Tensor& cache_v, int64_t pos,
                       Tensor* probs) {
-  check_f32(qkv, "attention_step", "qkv");
-  check_f32(cache_k, "attention_step", "cache_k");
-  check_f32(cache_v, "attention_step", "cache_v");
-  check_same_device(qkv, cache_k, "attention_step");
-  check_same_device(qkv, cache_v, "attention_step");
-  check_contiguous(qkv, "attention_step", "qkv");
-  check_contiguous(cache_k, "attention_step", "cache_k");
-  check_contiguous(cache_v, "attention_step", "cache_v");
-  FORGE_CHECK(cache_k.rank() == 3 && cache_k.shape() == cache_v.shape(),
-              "attention_step: caches must be equal [n_head, capacity, d], got {} and {}",
-              cache_k.describe(), cache_v.describe());
-  const int64_t n_head = cache_k.dim(0), capacity = cache_k.dim(1), d = cache_k.dim(2);
-  const int64_t c = n_head * d;
-  FORGE_CHECK(qkv.rank() == 2 && qkv.dim(0) == 1 && qkv.dim(1) == 3 * c,
-              "attention_step: qkv must be [1, {}] for caches {}, got {}", 3 * c,
-              cache_k.describe(), qkv.describe());
+  const Shape caches = check_attention(qkv, cache_k, cache_v, "attention_step");
+  const int64_t n_head = caches[0], capacity = caches[1], d = caches[2];
+  FORGE_CHECK(qkv.dim(0) == 1, "attention_step: qkv must be one row, got {}", qkv.describe());
   FORGE_CHECK(pos >= 0 && pos < capacity, "attention_step: position {} outside a cache of {}", pos,
               capacity);
   FORGE_CHECK(pos < kAttentionStepMaxLength && d <= kAttentionStepMaxHeadDim,
               "attention_step: at most {} positions and head size {} (got {} and {})",
               kAttentionStepMaxLength, kAttentionStepMaxHeadDim, pos + 1, d);
-  Tensor out = Tensor::empty({1, c}, DType::F32, qkv.device());
+  Tensor out = Tensor::empty({1, n_head * d}, DType::F32, qkv.device());
   if (probs) *probs = Tensor::empty({n_head, 1, pos + 1}, DType::F32, qkv.device());
   const float alpha = 1.0f / std::sqrt(static_cast<float>(d));
   backend_of(qkv).attention_step(out, probs, qkv, cache_k, cache_v, pos, alpha);
@@ -103,30 +112,15 @@ Tensor attention_step(const Tensor& qkv, const Tensor& cache_k, const Tensor& ca
 
 Tensor attention_prefill(const Tensor& qkv, const Tensor& cache_k, const Tensor& cache_v,
                          int64_t pos) {
-  check_f32(qkv, "attention_prefill", "qkv");
-  check_f32(cache_k, "attention_prefill", "cache_k");
-  check_f32(cache_v, "attention_prefill", "cache_v");
-  check_same_device(qkv, cache_k, "attention_prefill");
-  check_same_device(qkv, cache_v, "attention_prefill");
-  check_contiguous(qkv, "attention_prefill", "qkv");
-  check_contiguous(cache_k, "attention_prefill", "cache_k");
-  check_contiguous(cache_v, "attention_prefill", "cache_v");
-  FORGE_CHECK(cache_k.rank() == 3 && cache_k.shape() == cache_v.shape(),
-              "attention_prefill: caches must be equal [n_head, capacity, d], got {} and {}",
-              cache_k.describe(), cache_v.describe());
-  const int64_t n_head = cache_k.dim(0), capacity = cache_k.dim(1), d = cache_k.dim(2);
-  const int64_t c = n_head * d;
-  FORGE_CHECK(qkv.rank() == 2 && qkv.dim(0) >= 1 && qkv.dim(1) == 3 * c,
-              "attention_prefill: qkv must be [t, {}] for caches {}, got {}", 3 * c,
-              cache_k.describe(), qkv.describe());
-  const int64_t t = qkv.dim(0);
+  const Shape caches = check_attention(qkv, cache_k, cache_v, "attention_prefill");
+  const int64_t n_head = caches[0], capacity = caches[1], d = caches[2], t = qkv.dim(0);
   FORGE_CHECK(pos >= 0 && pos + t <= capacity,
               "attention_prefill: positions [{}, {}) outside a cache of {}", pos, pos + t,
               capacity);
   FORGE_CHECK(d % 4 == 0 && d <= kAttentionPrefillMaxHeadDim,
               "attention_prefill: the head size must be a multiple of 4 up to {}, got {}",
               kAttentionPrefillMaxHeadDim, d);
-  Tensor out = Tensor::empty({t, c}, DType::F32, qkv.device());
+  Tensor out = Tensor::empty({t, n_head * d}, DType::F32, qkv.device());
   const float alpha = 1.0f / std::sqrt(static_cast<float>(d));
   backend_of(qkv).attention_prefill(out, qkv, cache_k, cache_v, pos, alpha);
   return out;
