@@ -263,38 +263,41 @@ void attention_prefill(ThreadPool& pool, float* out, const float* qkv, float* ca
   // CPU's fast path is its matmul, not a per-row loop.
   const int64_t c = n_head * d, s = pos + t;
   std::vector<float> scores(static_cast<size_t>(n_head * t * s));
-  Gemm g{};
-  g.out = scores.data();
-  g.a = qkv;
-  g.b = cache_k;
-  g.batch = n_head;
-  g.m = t;
-  g.n = s;
-  g.k = d;
-  g.lda = 3 * c;
-  g.ldb = d;
-  g.ldo = s;
-  g.stride_a = d;
-  g.stride_b = capacity * d;
-  g.stride_out = t * s;
-  g.trans_b = true;
-  g.alpha = alpha;
-  gemm(pool, g);
+  gemm(pool, {.out = scores.data(),
+              .a = qkv,
+              .b = cache_k,
+              .bias = nullptr,
+              .batch = n_head,
+              .m = t,
+              .n = s,
+              .k = d,
+              .lda = 3 * c,
+              .ldb = d,
+              .ldo = s,
+              .stride_a = d,
+              .stride_b = capacity * d,
+              .stride_out = t * s,
+              .trans_a = false,
+              .trans_b = true,
+              .alpha = alpha});
   softmax_causal(pool, scores.data(), scores.data(), n_head, t, s, pos);
-  g.out = out;
-  g.a = scores.data();
-  g.b = cache_v;
-  g.n = d;
-  g.k = s;
-  g.lda = s;
-  g.ldb = d;
-  g.ldo = c;
-  g.stride_a = t * s;
-  g.stride_b = capacity * d;
-  g.stride_out = d;
-  g.trans_b = false;
-  g.alpha = 1.0f;
-  gemm(pool, g);
+  gemm(pool, {.out = out,
+              .a = scores.data(),
+              .b = cache_v,
+              .bias = nullptr,
+              .batch = n_head,
+              .m = t,
+              .n = d,
+              .k = s,
+              .lda = s,
+              .ldb = d,
+              .ldo = c,
+              .stride_a = t * s,
+              .stride_b = capacity * d,
+              .stride_out = d,
+              .trans_a = false,
+              .trans_b = false,
+              .alpha = 1.0f});
 }
 
 }  // namespace forge::cpu

@@ -329,7 +329,7 @@ class WebGpuBackend final : public Backend {
                          const Tensor& cache_v, int64_t pos, float alpha) override {
     const View vq = view(qkv), vk = view(cache_k), vv = view(cache_v), vo = view(out);
     const int64_t t = qkv.dim(0), n_head = cache_k.dim(0), d = cache_k.dim(2);
-    const AttentionTiles tiles = attention_tiles(d);
+    const int64_t keys = attention_keys(d);
     struct {
       uint32_t n_head, capacity, pos, t, off_qkv, off_k, off_v, off_out;
       float alpha;
@@ -338,12 +338,11 @@ class WebGpuBackend final : public Backend {
         u32(pos),    u32(t),
         vq.offset,   vk.offset,
         vv.offset,   vo.offset,
-        alpha,       u32((t + tiles.rows - 1) / tiles.rows),
+        alpha,       u32((t + kAttentionRows - 1) / kAttentionRows),
         0,           0};
     const std::vector<gpu::Binding> bindings{vq.binding, vk.binding, vv.binding, vo.binding};
-    run_kernel(attention_prefill_kernel("append", d, tiles), bindings, p,
-               grid(t * n_head * d, 256));
-    run_kernel(attention_prefill_kernel("main", d, tiles), bindings, p, {p.blocks, u32(n_head), 1});
+    run_kernel(attention_prefill_kernel("append", d, keys), bindings, p, grid(t * n_head * d, 256));
+    run_kernel(attention_prefill_kernel("main", d, keys), bindings, p, {p.blocks, u32(n_head), 1});
   }
 
   void argmax(const Tensor& out_ids, const Tensor& x) override {
@@ -651,33 +650,25 @@ class WebGpuBackend final : public Backend {
     });
   }
 
-  /// attention_prefill.wgsl for head size d, with 32-key tiles where the device's workgroup
-  /// memory holds them (that kernel's arrays: q, a key or value tile, scores, row statistics).
-  /// attention_prefill.wgsl's tiles: 32 query rows (64 measured slower on an H200: 212 vs 190 µs
-  /// per 124M layer at t = 1024) and attention_keys_ keys, or 16 where the device's workgroup
-  /// memory is short (the kernel's arrays: q, a key or value tile, scores, row statistics).
-  struct AttentionTiles {
-    int64_t rows, keys;
-  };
-  AttentionTiles attention_tiles(int64_t d) const {
-    constexpr int64_t kRows = 32;
-    const auto bytes = [&](int64_t bc) {
-      return static_cast<uint64_t>(4 * (kRows * d + bc * d + kRows * bc + 2 * 128 + 3 * kRows));
-    };
-    // 16 keys: 15.7 KB at d = 64, within the 16 KiB every WebGPU device has.
-    const int64_t keys =
-        bytes(attention_keys_) <= ctx_->limits().max_workgroup_storage ? attention_keys_ : 16;
-    return {kRows, keys};
+  /// attention_prefill.wgsl's query rows per workgroup (64 measured slower on an H200: 212 vs
+  /// 190 µs per 124M layer at t = 1024).
+  static constexpr int64_t kAttentionRows = 32;
+
+  /// Keys per attention_prefill tile: attention_keys_, or 16 where the device's workgroup memory
+  /// cannot hold the kernel's arrays (q, a key or value tile, scores, row statistics) at that.
+  /// 16 keys take 15.7 KB at d = 64, within the 16 KiB every WebGPU device has.
+  int64_t attention_keys(int64_t d) const {
+    const uint64_t bytes = 4 * (kAttentionRows * d + attention_keys_ * d +
+                                kAttentionRows * attention_keys_ + 2 * 128 + 3 * kAttentionRows);
+    return bytes <= ctx_->limits().max_workgroup_storage ? attention_keys_ : 16;
   }
 
-  const gpu::Kernel& attention_prefill_kernel(const char* entry, int64_t d,
-                                              const AttentionTiles& tiles) {
-    const std::string name =
-        fmt::format("attention_prefill_{}_d{}_br{}_bc{}", entry, d, tiles.rows, tiles.keys);
+  const gpu::Kernel& attention_prefill_kernel(const char* entry, int64_t d, int64_t keys) {
+    const std::string name = fmt::format("attention_prefill_{}_d{}_bc{}", entry, d, keys);
     return kernel(name, [&] {
       return gpu::KernelSpec{name,
                              fmt::format("const D = {}u;\nconst BR = {}u;\nconst BC = {}u;\n", d,
-                                         tiles.rows, tiles.keys) +
+                                         kAttentionRows, keys) +
                                  kernel_source("attention_prefill"),
                              entry, "rwww"};
     });
