@@ -2,9 +2,10 @@
 // GPU timing: R dispatches recorded into one submit, wall time to a readback after them, less
 // nothing (the readback is 4 bytes). Each shape is spot-checked against a double-precision dot.
 //
-//   bench_webgpu_matmul [--tiles=auto,128x128x8/8x8,...] [MxKxN[t] ...]
-// (t: b is [N, K], the tied LM head's layout; --tiles repeats the run per forced matmul tile,
-// BMxBNxBK/TMxTN, "auto" = the backend's own choice per shape.)
+//   bench_webgpu_matmul [--tiles=auto,128x128x8/8x8,...] [MxKxN[t][g] ...]
+// (t: b is [N, K], the tied LM head's layout; g: the GELU epilogue, as the MLP's up-projection;
+// --tiles repeats the run per forced matmul tile, BMxBNxBK/TMxTN, "auto" = the backend's own
+// choice per shape.)
 // Environment: FORGE_ADAPTER, FORGE_WEBGPU_TOGGLES (e.g. disable_robustness), FORGE_BENCH_SECONDS.
 #include <algorithm>
 #include <chrono>
@@ -27,14 +28,18 @@ using Clock = std::chrono::steady_clock;
 struct Shape3 {
   int64_t m, k, n;
   bool trans_b;
+  bool gelu = false;
 };
 
 Shape3 parse(const std::string& s) {
   Shape3 r{};
-  char t = 0;
-  const int got = std::sscanf(s.c_str(), "%ldx%ldx%ld%c", &r.m, &r.k, &r.n, &t);
-  FORGE_CHECK(got >= 3, "bad shape '{}': want MxKxN or MxKxNt", s);
-  r.trans_b = t == 't';
+  int used = 0;
+  const int got = std::sscanf(s.c_str(), "%ldx%ldx%ld%n", &r.m, &r.k, &r.n, &used);
+  const std::string flags = got == 3 ? s.substr(used) : "?";
+  FORGE_CHECK(flags == "" || flags == "t" || flags == "g" || flags == "tg",
+              "bad shape '{}': want MxKxN, then t (b is [N, K]) and/or g (GELU)", s);
+  r.trans_b = flags.find('t') != std::string::npos;
+  r.gelu = flags.find('g') != std::string::npos;
   return r;
 }
 
@@ -55,7 +60,7 @@ void bench(const Device& dev, const std::string& tile, const Shape3& s, double b
   const Tensor a = Tensor::from_floats(ha, {s.m, s.k}, dev);
   const Tensor b = Tensor::from_floats(hb, s.trans_b ? Shape{s.n, s.k} : Shape{s.k, s.n}, dev);
   const Tensor out = Tensor::empty({s.m, s.n}, DType::F32, dev);
-  const MatmulParams p{false, s.trans_b, 1.0f};
+  const MatmulParams p{.trans_b = s.trans_b, .gelu = s.gelu};
   auto run = [&](int reps) {
     const auto t0 = Clock::now();
     {
@@ -83,16 +88,20 @@ void bench(const Device& dev, const std::string& tile, const Shape3& s, double b
       want +=
           static_cast<double>(ha[i * s.k + kk]) * (s.trans_b ? hb[j * s.k + kk] : hb[kk * s.n + j]);
     }
+    if (s.gelu)
+      want = 0.5 * want *
+             (1.0 + std::tanh(0.7978845608028654 * (want + 0.044715 * want * want * want)));
     worst = std::max(worst, std::fabs(want - got[i * s.n + j]));
   }
   const double gflops = 2.0 * s.m * s.n * s.k / t / 1e9;
   // Bytes that must move at least once: what bounds the m = 1 (decode) shapes.
   const double gbps = 4.0 * (s.m * s.k + s.k * s.n + s.m * s.n) / t / 1e9;
   std::printf(
-      "%-14s %6ldx%-5ldx%6ld%s  %9.3f ms  %9.1f GFLOP/s  %7.1f GB/s  reps %3d  submits/run %lu  "
+      "%-14s %6ldx%-5ldx%6ld%-2s  %9.3f ms  %9.1f GFLOP/s  %7.1f GB/s  reps %3d  submits/run %lu  "
       "dispatches/rep %.1f  max|err| %.2e\n",
-      tile.c_str(), s.m, s.k, s.n, s.trans_b ? "t" : " ", t * 1e3, gflops, gbps, reps,
-      static_cast<unsigned long>(c1.submits - c0.submits),
+      tile.c_str(), s.m, s.k, s.n,
+      (std::string(s.trans_b ? "t" : "") + (s.gelu ? "g" : "")).c_str(), t * 1e3, gflops, gbps,
+      reps, static_cast<unsigned long>(c1.submits - c0.submits),
       static_cast<double>(c1.dispatches - c0.dispatches) / reps, worst);
   std::fflush(stdout);
 }

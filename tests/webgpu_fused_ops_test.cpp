@@ -6,6 +6,7 @@
 #include <array>
 #include <vector>
 
+#include "forge/core/error.h"
 #include "forge/ops/ops.h"
 #include "webgpu_test_util.h"
 
@@ -121,6 +122,24 @@ TEST(WebGpuFusedOps, AttentionPrefillMatchesCpuWithDefaultWorkgroupMemory) {
   WebGpuOptions small;
   small.max_workgroup_storage = 16 * 1024;  // WebGPU's default: the kernel takes 16-key tiles
   expect_attention_prefill_matches(make_webgpu_device(small));
+}
+
+TEST(WebGpuFusedOps, AttentionPrefillMatchesCpuWhenEachRowsKeysSplitIntoChunks) {
+  FORGE_REQUIRE_WEBGPU();
+  WebGpuOptions one_tile;
+  one_tile.attention_chunk = 32;  // chunks of one tile; at pos 40 some rows see none of a chunk
+  expect_attention_prefill_matches(make_webgpu_device(one_tile));
+  WebGpuOptions four_tiles;
+  four_tiles.attention_chunk = 64;
+  four_tiles.max_workgroup_storage = 16 * 1024;
+  expect_attention_prefill_matches(make_webgpu_device(four_tiles));
+}
+
+TEST(WebGpuFusedOps, AnAttentionChunkThatIsNotAWholeTileIsRefused) {
+  FORGE_REQUIRE_WEBGPU();
+  WebGpuOptions odd;
+  odd.attention_chunk = 48;
+  EXPECT_THROW(make_webgpu_device(odd), Error);
 }
 
 }  // namespace

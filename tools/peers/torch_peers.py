@@ -2,8 +2,8 @@
 HuggingFace transformers' GPT-2, measured on the same GPU in the same run as Forge.
 
 usage: python3 tools/peers/torch_peers.py OUT.json [--train]
-Prints and writes {matmul: {shape: gflops}, gpt2: {config: {decode_ms_per_token, prefill_ms}},
-train: {config: tokens_per_s}}.
+Prints and writes {matmul: {shape: gflops}, gpt2: {config: {decode_ms_per_token, prefill_1024_ms,
+prefill_1024_cached_last_logits_ms}}, train: {config: tokens_per_s}}.
 """
 import json
 import sys
@@ -73,7 +73,17 @@ def inference(name):
     decode_ms = min(decode() for _ in range(3))
     ids = torch.randint(0, 50257, (1, 1024), device=dev)
     prefill_ms = timed(lambda: model(ids, use_cache=False).logits[:, -1].argmax(-1).item(), 5) * 1000
-    return {"decode_ms_per_token": decode_ms, "prefill_1024_ms": prefill_ms}
+    # As generate() prefills: the KV cache kept, logits for the last position only (Forge's
+    # prefill does both). Older transformers lack logits_to_keep.
+    def last():
+        return model(ids, use_cache=True, logits_to_keep=1).logits[:, -1].argmax(-1).item()
+
+    try:
+        prefill_last_ms = timed(last, 5) * 1000
+    except TypeError:
+        prefill_last_ms = None
+    return {"decode_ms_per_token": decode_ms, "prefill_1024_ms": prefill_ms,
+            "prefill_1024_cached_last_logits_ms": prefill_last_ms}
 
 
 def train(name, batch=8, t=1024, steps=5):

@@ -85,7 +85,11 @@ class WebGpuBackend final : public Backend {
   explicit WebGpuBackend(const WebGpuOptions& options)
       : ctx_(gpu::create_context(options)),
         forced_(options.matmul_tile.empty() ? std::optional<Tile>()
-                                            : parse_tile(options.matmul_tile)) {
+                                            : parse_tile(options.matmul_tile)),
+        attention_chunk_(options.attention_chunk) {
+    FORGE_CHECK(attention_chunk_ >= 0 && attention_chunk_ % 32 == 0,
+                "WebGPU attention chunk must be 0 or a positive multiple of 32 keys, got {}",
+                attention_chunk_);
     // A GPU does decode's q·kᵀ (k = 64) twice as fast with 32 lanes per row (H200: 6 vs 14 µs).
     if (ctx_->adapter().type != "cpu") short_k_max_ = 0;
     if (const char* kc = std::getenv("FORGE_WEBGPU_SPLIT_K")) split_k_ = std::atol(kc);
@@ -330,19 +334,36 @@ class WebGpuBackend final : public Backend {
     const View vq = view(qkv), vk = view(cache_k), vv = view(cache_v), vo = view(out);
     const int64_t t = qkv.dim(0), n_head = cache_k.dim(0), d = cache_k.dim(2);
     const int64_t keys = attention_keys(d);
+    const int64_t blocks = (t + kAttentionRows - 1) / kAttentionRows;
+    // The chunk of keys one workgroup walks; doubled while the chunks' partial rows would not
+    // fit one binding.
+    int64_t chunk = attention_chunk_ > 0 ? attention_chunk_ : pos + t;
+    const auto chunks = [&] { return (pos + t + chunk - 1) / chunk; };
+    const auto parts_bytes = [&] {
+      return static_cast<uint64_t>(n_head * blocks * chunks() * kAttentionRows * (d + 4)) * 4;
+    };
+    while (chunks() > 1 && parts_bytes() > ctx_->limits().max_storage_binding) chunk *= 2;
+    // The kernel reads and writes vec4s: every operand must start on a multiple of 4 floats (the
+    // caches, a matmul's qkv and rows or heads of them all do).
+    for (const View* v : {&vq, &vk, &vv, &vo})
+      FORGE_CHECK(v->offset % 4 == 0,
+                  "WebGPU attention_prefill: an operand starts {} floats into its buffer, not on "
+                  "a multiple of 4",
+                  v->offset);
     struct {
       uint32_t n_head, capacity, pos, t, off_qkv, off_k, off_v, off_out;
       float alpha;
-      uint32_t blocks, pad0, pad1;
-    } p{u32(n_head), u32(cache_k.dim(1)),
-        u32(pos),    u32(t),
-        vq.offset,   vk.offset,
-        vv.offset,   vo.offset,
-        alpha,       u32((t + kAttentionRows - 1) / kAttentionRows),
-        0,           0};
-    const std::vector<gpu::Binding> bindings{vq.binding, vk.binding, vv.binding, vo.binding};
-    run_kernel(attention_prefill_kernel("append", d, keys), bindings, p, grid(t * n_head * d, 256));
-    run_kernel(attention_prefill_kernel("main", d, keys), bindings, p, {p.blocks, u32(n_head), 1});
+      uint32_t blocks, chunk, chunks;
+    } p{u32(n_head),   u32(cache_k.dim(1)), u32(pos), u32(t),      vq.offset / 4, vk.offset / 4,
+        vv.offset / 4, vo.offset / 4,       alpha,    u32(blocks), u32(chunk),    u32(chunks())};
+    const gpu::Binding parts =
+        p.chunks > 1 ? scratch_binding(parts_bytes()) : gpu::Binding{dummy_.get(), 0, 256};
+    const std::vector<gpu::Binding> bindings{vq.binding, vk.binding, vv.binding, vo.binding, parts};
+    run_kernel(attention_prefill_kernel("main", d, keys), bindings, p,
+               {p.blocks, p.chunks, u32(n_head)});
+    if (p.chunks > 1)
+      run_kernel(attention_prefill_kernel("combine", d, keys), bindings, p,
+                 grid(t * n_head * d / 4, 64));
   }
 
   void argmax(const Tensor& out_ids, const Tensor& x) override {
@@ -529,7 +550,11 @@ class WebGpuBackend final : public Backend {
     // Never the big tile with the GELU epilogue: its 32 accumulators plus the tanh spill on
     // NVIDIA (17 ms instead of 1.5 for a 8192×768×3072 product on an H200).
     const bool big = q.m >= 128 && q.n >= 128 && q.m * q.n >= 4 << 20 && !q.gelu;
-    const Tile& t = forced_ ? *forced_ : q.m <= 16 ? kThin : big ? kBig : kMid;
+    // Unbatched products without GELU take 8×4 thread tiles in the 64×64 tile (H200, 1024 rows:
+    // c_attn 176 → 152 µs, mlp_proj 208 → 192); batched attention products and GELU do not
+    // (q·kᵀ and p·v got slower; the GELU epilogue spills as in kBig).
+    const Tile& mid = q.nb == 1 && !q.gelu ? kMidTall : kMid;
+    const Tile& t = forced_ ? *forced_ : q.m <= 16 ? kThin : big ? kBig : mid;
     const uint32_t gx = u32((q.n + t.bn - 1) / t.bn), gy = u32((q.m + t.bm - 1) / t.bm);
     const int64_t splits = tile_splits(q, int64_t{gx} * gy * t.bm * t.bn / (64 * 64));
     if (splits > 1) {
@@ -580,8 +605,8 @@ class WebGpuBackend final : public Backend {
     return best;
   }
 
-  /// The split-k scratch buffer, grown to at least `bytes` (dispatches run in order, so every
-  /// split product may reuse it).
+  /// The scratch buffer of split-k products and split attention, grown to at least `bytes`
+  /// (dispatches run in order, so each may reuse it).
   gpu::Binding scratch_binding(uint64_t bytes) {
     if (!scratch_ || scratch_bytes_ < bytes) {
       scratch_bytes_ = std::max<uint64_t>(bytes, 1 << 20);
@@ -598,6 +623,7 @@ class WebGpuBackend final : public Backend {
   // (H200: 128x128x8/8x4 reaches 23.7 TFLOP/s at 4096³, 128x128x8/8x8 2.3).
   inline static const Tile kBig{"matmul_128x128x8_8x4", 128, 128, 8, 8, 4};
   inline static const Tile kMid{"matmul_64x64x8_4x4", 64, 64, 8, 4, 4};
+  inline static const Tile kMidTall{"matmul_64x64x8_8x4", 64, 64, 8, 8, 4};
   inline static const Tile kThin{"matmul_16x64x8_4x4", 16, 64, 8, 4, 4};
 
   /// "BMxBNxBK/TMxTN", checked against matmul.wgsl's assumptions and the device's limits.
@@ -651,7 +677,7 @@ class WebGpuBackend final : public Backend {
   }
 
   /// attention_prefill.wgsl's query rows per workgroup (64 measured slower on an H200: 212 vs
-  /// 190 µs per 124M layer at t = 1024).
+  /// 190 µs per 124M layer at t = 1024 before keys were chunked, 178 vs 156 after).
   static constexpr int64_t kAttentionRows = 32;
 
   /// Keys per attention_prefill tile: attention_keys_, or 16 where the device's workgroup memory
@@ -670,7 +696,7 @@ class WebGpuBackend final : public Backend {
                              fmt::format("const D = {}u;\nconst BR = {}u;\nconst BC = {}u;\n", d,
                                          kAttentionRows, keys) +
                                  kernel_source("attention_prefill"),
-                             entry, "rwww"};
+                             entry, "rwwww"};
     });
   }
 
@@ -786,12 +812,14 @@ class WebGpuBackend final : public Backend {
   int64_t split_groups_ = 512;
   // Keys per attention_prefill tile at most: 16 or 32 (FORGE_WEBGPU_ATTENTION_KEYS).
   int64_t attention_keys_ = 32;
+  // Keys per attention_prefill workgroup before a block's keys split over several (0: never).
+  int64_t attention_chunk_;
   // trans_b m = 1 products with k up to this take one thread per row (FORGE_WEBGPU_SHORT_K);
   // software rasterisers only.
   int64_t short_k_max_ = 128;
   // softmax_causal.wgsl's one-pass (max, sum) entry; FORGE_WEBGPU_SOFTMAX=main for the other.
   bool online_softmax_ = true;
-  std::shared_ptr<gpu::Buffer> scratch_;  // split-k partial sums (scratch_binding)
+  std::shared_ptr<gpu::Buffer> scratch_;  // split-k sums, attention chunks (scratch_binding)
   uint64_t scratch_bytes_ = 0;
   bool embedding_pending_ = false;
   int64_t vocab_ = 0;
@@ -831,6 +859,7 @@ WebGpuOptions webgpu_options_from_env() {
   WebGpuOptions o;
   static_cast<gpu::ContextOptions&>(o) = gpu::options_from_env();
   if (const char* t = std::getenv("FORGE_WEBGPU_MATMUL_TILE")) o.matmul_tile = t;
+  if (const char* c = std::getenv("FORGE_WEBGPU_ATTENTION_CHUNK")) o.attention_chunk = std::atol(c);
   return o;
 }
 

@@ -10,12 +10,14 @@
 
 namespace forge {
 
-/// Adapter choice, binding-size cap and Dawn toggles (gpu::ContextOptions), plus a forced matmul
-/// tile for tuning: "BMxBNxBK/TMxTN", e.g. "128x128x8/8x8" ("" = chosen per shape).
-/// webgpu_options_from_env() reads FORGE_ADAPTER, FORGE_WEBGPU_MAX_BINDING,
-/// FORGE_WEBGPU_TOGGLES and FORGE_WEBGPU_MATMUL_TILE.
+/// Adapter choice, binding-size cap and Dawn toggles (gpu::ContextOptions), plus tuning: a forced
+/// matmul tile, "BMxBNxBK/TMxTN", e.g. "128x128x8/8x8" ("" = chosen per shape), and the keys one
+/// attention_prefill workgroup walks before a row block's keys split over several (a multiple of
+/// 32; 0 = never split). webgpu_options_from_env() reads FORGE_ADAPTER, FORGE_WEBGPU_MAX_BINDING,
+/// FORGE_WEBGPU_TOGGLES, FORGE_WEBGPU_MATMUL_TILE and FORGE_WEBGPU_ATTENTION_CHUNK.
 struct WebGpuOptions : gpu::ContextOptions {
   std::string matmul_tile;
+  int64_t attention_chunk = 256;
 };
 WebGpuOptions webgpu_options_from_env();
 
