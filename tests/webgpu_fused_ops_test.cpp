@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <string>
 #include <vector>
 
 #include "forge/core/error.h"
@@ -133,6 +134,20 @@ TEST(WebGpuFusedOps, AttentionPrefillMatchesCpuWhenEachRowsKeysSplitIntoChunks) 
   four_tiles.attention_chunk = 64;
   four_tiles.max_workgroup_storage = 16 * 1024;
   expect_attention_prefill_matches(make_webgpu_device(four_tiles));
+}
+
+TEST(WebGpuFusedOps, AttentionPrefillRefusesAnOperandOffTheVec4GridNamingIt) {
+  FORGE_REQUIRE_WEBGPU();
+  const Tensor k = Tensor::zeros({2, 16, 8}, DType::F32, gpu());
+  const Tensor v = Tensor::zeros({2, 16, 8}, DType::F32, gpu());
+  const Tensor base = Tensor::zeros({1 + 3 * 48}, DType::F32, gpu());
+  const Tensor qkv = base.narrow(0, 1, 3 * 48).reshape({3, 48});  // one float in: not 16-byte
+  try {
+    (void)ops::attention_prefill(qkv, k, v, 0);
+    FAIL() << "a qkv one float into its buffer must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("multiple of 4"), std::string::npos) << e.what();
+  }
 }
 
 TEST(WebGpuFusedOps, AnAttentionChunkThatIsNotAWholeTileIsRefused) {

@@ -60,7 +60,9 @@ Tensor attention_step(const Tensor& qkv, const Tensor& cache_k, const Tensor& ca
 /// no [n_head, t, pos + t] scores in memory): qkv [t, 3c] holds the q, k, v of positions
 /// [pos, pos + t). Writes their k, v at those rows of the caches, then returns row i's
 /// softmax(q·kᵀ/√d)·v over cache rows [0, pos + i], heads merged, [t, c]. The head size must be
-/// a multiple of 4 up to kAttentionPrefillMaxHeadDim (GPT-2's is 64 at every size).
+/// a multiple of 4 up to kAttentionPrefillMaxHeadDim (GPT-2's is 64 at every size). WebGPU reads
+/// every operand as vec4s, so each must start on a multiple of 4 floats in its buffer (caches,
+/// matmul outputs and their rows or heads do); it throws otherwise.
 inline constexpr int64_t kAttentionPrefillMaxHeadDim = 64;
 Tensor attention_prefill(const Tensor& qkv, const Tensor& cache_k, const Tensor& cache_v,
                          int64_t pos);
