@@ -17,14 +17,15 @@ assert.ok(siteDir && nativeForge && sourceRoot, 'usage: wasm_node_test.mjs SITE_
 const { createForge } = await import(pathToFileURL(path.join(siteDir, 'forge.js')).href);
 const wasmBinary = fs.readFileSync(path.join(siteDir, 'forge_wasm.wasm'));
 
-// Model directories: the shipped char model, the tiny BPE golden model with GPT-2's real
+// Model directories: the shipped char model (an 8-bit compact checkpoint), the same model as
+// f32 safetensors written by the native converter, the tiny BPE golden model with GPT-2's real
 // vocabulary (assembled as tests/gpt2_golden_test.cpp finds it), and a truncated checkpoint.
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'forge-wasm-test-'));
-const charDir = path.join(sourceRoot, 'models/forge-char');
+const compactDir = path.join(sourceRoot, 'models/forge-char');
+const charDir = path.join(work, 'char');
 const bpeDir = path.join(work, 'tiny');
 const corruptDir = path.join(work, 'corrupt');
-fs.mkdirSync(bpeDir);
-fs.mkdirSync(corruptDir);
+for (const dir of [charDir, bpeDir, corruptDir]) fs.mkdirSync(dir);
 for (const f of ['config.json', 'model.safetensors']) {
   fs.copyFileSync(path.join(sourceRoot, 'tests/data/golden/tiny', f), path.join(bpeDir, f));
 }
@@ -32,19 +33,13 @@ for (const f of ['vocab.json', 'merges.txt']) {
   fs.copyFileSync(path.join(sourceRoot, 'third_party/gpt2', f), path.join(bpeDir, f));
 }
 for (const f of ['config.json', 'vocab.json']) {
-  fs.copyFileSync(path.join(charDir, f), path.join(corruptDir, f));
+  fs.copyFileSync(path.join(compactDir, f), path.join(charDir, f));
+  fs.copyFileSync(path.join(compactDir, f), path.join(corruptDir, f));
 }
+execFileSync(nativeForge, ['convert', '--input', path.join(compactDir, 'model.compact'),
+                           '--output', path.join(charDir, 'model.safetensors'), '--to', 'safetensors']);
 const checkpoint = fs.readFileSync(path.join(charDir, 'model.safetensors'));
 fs.writeFileSync(path.join(corruptDir, 'model.safetensors'), checkpoint.subarray(0, checkpoint.length >> 1));
-
-// The shipped model as a compact checkpoint, written by the native converter.
-const compactDir = path.join(work, 'compact');
-fs.mkdirSync(compactDir);
-for (const f of ['config.json', 'vocab.json']) {
-  fs.copyFileSync(path.join(charDir, f), path.join(compactDir, f));
-}
-execFileSync(nativeForge, ['convert', '--input', path.join(charDir, 'model.safetensors'),
-                           '--output', path.join(compactDir, 'model.compact'), '--to', 'compact']);
 
 const served = { '/char/': charDir, '/tiny/': bpeDir, '/corrupt/': corruptDir, '/compact/': compactDir };
 const server = http.createServer((req, res) => {
