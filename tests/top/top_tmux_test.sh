@@ -62,6 +62,22 @@ echo "shopping list" > "$models/notes/todo.txt"
 params() { "$forge" info --model "$1" --format json --backend cpu | sed -E 's/.*"parameters":([0-9]+).*/\1/'; }
 loader_error() { "$forge" info --model "$1" --backend cpu 2>&1 >/dev/null | sed -E "s/.*: //" | cut -c1-20; }
 
+# --- progress: drawn on a terminal, silent in a pipe and with --format json ---
+# pipe-pane records every byte the terminal got, so the line erased at the end is still seen.
+session=shell
+tmux -L "$sock" new-session -d -s shell -x 120 -y 10 "bash --norc --noprofile"
+tmux -L "$sock" pipe-pane -t shell -o "cat >> $work/tty.log"
+keys "$forge score --model $models/tiny --text 'the cat sat on the mat' > /dev/null" Enter
+keys "$forge convert --input $models/tiny/model.safetensors --output $work/tty.compact --to compact > /dev/null; echo CONVERTED" Enter
+wait_for '^CONVERTED' 60
+grep -q 'scoring \[#' "$work/tty.log" || fail "no progress line from forge score on a terminal"
+grep -q 'reading .*tensors' "$work/tty.log" || fail "no progress line from forge convert on a terminal"
+"$forge" score --model "$models/tiny" --text 'the cat sat on the mat' > /dev/null 2> "$work/pipe.err"
+"$forge" convert --input "$models/tiny/model.safetensors" --output "$work/pipe.compact" \
+  --to compact --format json > /dev/null 2>> "$work/pipe.err"
+[ ! -s "$work/pipe.err" ] || fail "progress written into a pipe: $(cat "$work/pipe.err")"
+echo "ok: progress on a terminal, none in a pipe or with --format json"
+
 start top 150 40 "$forge" top --path "$models" --max-tokens 100000 --prompt "the "
 wait_for 'models \(5\)' 60  # five directories mean to be models; notes/ does not
 # Walk the list: each model's details show its full path and exact parameter count; the bad

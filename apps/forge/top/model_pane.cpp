@@ -85,7 +85,7 @@ void draw_model_list(const std::vector<ScanEntry>& entries, bool scanning, const
 
 void draw_model_detail(const ScanEntry* entry, const ModelsTab& tab, const GenerationView& run,
                        const Rect& area) {
-  // Details on top (8 lines), generation below.
+  // The details (at most 10 lines) on top, the generation pane below.
   const int detail_h = std::min(area.h / 2, 10);
   const Rect info =
       frame({area.y, area.x, detail_h, area.w}, tab.show_tensors ? "tensors" : "model");
