@@ -96,6 +96,7 @@ void GenerationWorker::run(const GenerationRequest& request) {
     std::vector<uint32_t> prompt = tokenizer->encode(request.prompt);
     if (prompt.empty() && tokenizer->eos_id()) prompt.push_back(*tokenizer->eos_id());
     FORGE_CHECK(!prompt.empty(), "the prompt is empty and the vocabulary has no end-of-text token");
+    // A prompt longer than half the context keeps its end, so the answer has room to grow.
     const int64_t keep = std::max<int64_t>(1, model.config().n_ctx / 2);
     if (int64_t(prompt.size()) > keep) prompt.erase(prompt.begin(), prompt.end() - keep);
     GenerateOptions g;
