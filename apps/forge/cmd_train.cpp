@@ -115,7 +115,6 @@ void run_train(TrainArgs& args, CLI::App& cmd) {
         args.common.json());
     progress.show_label();
     tokens = tokenizer->encode(text);
-    progress.update(int64_t(tokens.size()), 0, "tokens");
   }
 
   std::unique_ptr<train::Trainer> trainer;
