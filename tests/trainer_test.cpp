@@ -13,7 +13,6 @@
 
 #include "forge/core/random.h"
 #include "forge/optim/adamw.h"
-#include "forge/train/png.h"
 #include "test_support.h"
 
 namespace forge {
@@ -200,19 +199,6 @@ TEST(Trainer, RejectsACorpusTooSmallAndAResumeWithoutACheckpoint) {
   test::expect_error([&] { train::Trainer::resume({}, out, Device::cpu()); },
                      "has no checkpoint to resume from");
   fs::remove_all(out);
-}
-
-TEST(Trainer, LossPlotIsAValidPng) {
-  const std::string dir = temp_dir("png");
-  fs::create_directories(dir);
-  train::write_loss_plot(dir + "/loss.png", {{1, 4.0}, {2, 3.0}, {3, 2.5}}, {{2, 3.2}});
-  std::ifstream in(dir + "/loss.png", std::ios::binary);
-  const std::string png((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  ASSERT_GT(png.size(), 33u);
-  EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
-  EXPECT_EQ(png.substr(12, 4), "IHDR");
-  EXPECT_EQ(png.substr(png.size() - 8, 4), "IEND");
-  fs::remove_all(dir);
 }
 
 // The scaled-down run: 2 layers × 64 wide on the sentence corpus. Unigram entropy of this text

@@ -1,7 +1,5 @@
 #include "cli.h"
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +8,7 @@
 #include "forge/backend/cpu/cpu_backend.h"
 #include "forge/backend/webgpu/webgpu_backend.h"
 #include "forge/core/error.h"
+#include "progress.h"
 
 namespace forge::cli {
 
@@ -50,14 +49,12 @@ Device open_device(const CommonOptions& options) {
 }
 
 LoadedModel load_model(const std::string& dir, const Device& device, bool quiet) {
-  const bool show = !quiet && isatty(STDERR_FILENO);
   LoadedModel loaded;
-  loaded.model = std::make_unique<Gpt2>(Gpt2::load(dir, device, [&](int64_t done, int64_t all) {
-    if (show)
-      std::fprintf(stderr, "\rloading %s: %lld/%lld tensors", dir.c_str(),
-                   static_cast<long long>(done), static_cast<long long>(all));
-  }));
-  if (show) std::fprintf(stderr, "\r\033[K");
+  {
+    ProgressLine progress("loading " + dir, quiet);
+    loaded.model = std::make_unique<Gpt2>(Gpt2::load(
+        dir, device, [&](int64_t done, int64_t all) { progress.update(done, all, "tensors"); }));
+  }
   if (std::filesystem::exists(dir + "/vocab.json"))
     loaded.tokenizer = Tokenizer::from_directory(dir);
   return loaded;

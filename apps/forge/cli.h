@@ -50,5 +50,6 @@ void register_bench(CLI::App& app);
 void register_train(CLI::App& app);
 void register_convert(CLI::App& app);
 void register_serve(CLI::App& app);
+void register_top(CLI::App& app);
 
 }  // namespace forge::cli

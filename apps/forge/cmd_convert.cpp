@@ -7,6 +7,7 @@
 #include "forge/core/error.h"
 #include "forge/serialization/compact.h"
 #include "forge/serialization/safetensors.h"
+#include "progress.h"
 
 namespace forge::cli {
 namespace {
@@ -20,21 +21,24 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 /// Every tensor of a checkpoint, in file order, with how each was stored (F32, F16 in safetensors;
 /// f32, q8, q4 in compact).
-NamedTensors read_checkpoint(const std::string& path, CheckpointFormat format,
+NamedTensors read_checkpoint(const std::string& path, CheckpointFormat format, bool quiet,
                              std::vector<std::string>* stored = nullptr) {
   const Device cpu = Device::cpu();
   NamedTensors tensors;
+  ProgressLine progress("reading " + path, quiet);
   if (format == CheckpointFormat::Compact) {
     const CompactCheckpoint file = CompactCheckpoint::open(path);
     for (const std::string& name : file.names()) {
       tensors.emplace_back(name, file.read(name, cpu));
       if (stored) stored->push_back(compact_dtype_name(file.entry(name).dtype));
+      progress.update(int64_t(tensors.size()), int64_t(file.names().size()), "tensors");
     }
   } else {
     const SafetensorsFile file = SafetensorsFile::open(path);
     for (const std::string& name : file.names()) {
       tensors.emplace_back(name, file.read(name, cpu));
       if (stored) stored->push_back(file.entry(name).dtype);
+      progress.update(int64_t(tensors.size()), int64_t(file.names().size()), "tensors");
     }
   }
   return tensors;
@@ -67,7 +71,7 @@ void run_convert(const ConvertArgs& args) {
   FORGE_CHECK(std::filesystem::absolute(args.input) != std::filesystem::absolute(args.output),
               "--input and --output are the same file {}", args.input);
   const CheckpointFormat in_format = detect_checkpoint_format(args.input);
-  const NamedTensors tensors = read_checkpoint(args.input, in_format);
+  const NamedTensors tensors = read_checkpoint(args.input, in_format, args.format == "json");
   const CheckpointFormat out_format =
       args.to == "compact" ? CheckpointFormat::Compact : CheckpointFormat::Safetensors;
   if (out_format == CheckpointFormat::Compact) {
@@ -78,7 +82,8 @@ void run_convert(const ConvertArgs& args) {
 
   // The error is measured on what the written file decodes to, not on an in-memory copy.
   std::vector<std::string> stored;
-  const NamedTensors read_back = read_checkpoint(args.output, out_format, &stored);
+  const NamedTensors read_back =
+      read_checkpoint(args.output, out_format, args.format == "json", &stored);
   FORGE_CHECK(read_back.size() == tensors.size(), "{}: reads back {} tensors, {} were written",
               args.output, read_back.size(), tensors.size());
   std::map<std::string, std::pair<Tensor, std::string>> written;

@@ -4,6 +4,7 @@
 
 #include "cli.h"
 #include "forge/core/error.h"
+#include "progress.h"
 
 namespace forge::cli {
 namespace {
@@ -15,7 +16,8 @@ struct ScoreArgs {
 
 /// NLL of each token after the first, in windows of the context length: window w predicts
 /// tokens [w·(n_ctx−1)+1, …) from up to n_ctx tokens of history.
-std::vector<double> token_nlls(const Gpt2& model, const std::vector<uint32_t>& ids) {
+std::vector<double> token_nlls(const Gpt2& model, const std::vector<uint32_t>& ids,
+                               ProgressLine& progress) {
   const size_t ctx = static_cast<size_t>(model.config().n_ctx);
   std::vector<double> nll;
   for (size_t start = 0; start + 1 < ids.size(); start += ctx - 1) {
@@ -31,6 +33,7 @@ std::vector<double> token_nlls(const Gpt2& model, const std::vector<uint32_t>& i
       for (size_t j = 0; j < vocab; ++j) sum += std::exp(row[j] - max);
       nll.push_back(std::log(sum) + max - row[window[i + 1]]);
     }
+    progress.update(int64_t(nll.size()), int64_t(ids.size() - 1), "tokens");
   }
   return nll;
 }
@@ -48,7 +51,11 @@ void run_score(const ScoreArgs& args) {
     ids = loaded.tokenizer->encode(args.text.empty() ? read_file(args.file) : args.text);
   }
   FORGE_CHECK(ids.size() >= 2, "scoring needs at least two tokens, got {}", ids.size());
-  const std::vector<double> nll = token_nlls(*loaded.model, ids);
+  std::vector<double> nll;
+  {
+    ProgressLine progress("scoring", args.common.json());
+    nll = token_nlls(*loaded.model, ids, progress);
+  }
   double total = 0.0;
   for (double v : nll) total += v;
   const double mean = total / static_cast<double>(nll.size());

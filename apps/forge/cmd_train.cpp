@@ -13,6 +13,7 @@
 #include "forge/serialization/file_io.h"
 #include "forge/tokenizer/utf8.h"
 #include "forge/train/trainer.h"
+#include "progress.h"
 
 namespace forge::cli {
 namespace {
@@ -107,7 +108,14 @@ void run_train(TrainArgs& args, CLI::App& cmd) {
                    "\n");
   }
   const auto tokenizer = Tokenizer::from_directory(args.out);
-  const std::vector<uint32_t> tokens = tokenizer->encode(text);
+  std::vector<uint32_t> tokens;
+  {
+    ProgressLine progress(
+        fmt::format("tokenizing {} ({:.1f} MB)", corpus_path, double(text.size()) / 1e6),
+        args.common.json());
+    progress.show_label();
+    tokens = tokenizer->encode(text);
+  }
 
   std::unique_ptr<train::Trainer> trainer;
   if (args.resume) {

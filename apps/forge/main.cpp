@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   forge::cli::register_train(app);
   forge::cli::register_convert(app);
   forge::cli::register_serve(app);
+  forge::cli::register_top(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

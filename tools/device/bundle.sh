@@ -18,6 +18,10 @@ cp "$root/third_party/vulkan/lib/libvulkan.so.1" "$stage/bin/"
 for lib in $(ldd "$stage"/bin/* | awk '$3 ~ /^\// && $1 !~ /^(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s)\.so|^ld-linux/ {print $3}' | sort -u); do
   cp -L "$lib" "$stage/bin/"
 done
+# forge top's terminal description (tools/device/top_nvml.sh): the GPU machine has no terminfo.
+mkdir -p "$stage/bin/terminfo/x"
+cp /usr/share/terminfo/x/xterm-256color "$stage/bin/terminfo/x/" 2>/dev/null ||
+  cp /lib/terminfo/x/xterm-256color "$stage/bin/terminfo/x/"
 mkdir -p "$root/.device"
 tar -C "$stage" -cJf "$root/.device/bundle.tar.xz" bin
 # The training corpus, compressed, for tools/device/train_124m.sh and profile.sh.

@@ -13,7 +13,7 @@
 
 #include "forge/models/gpt2/gpt2.h"
 #include "forge/optim/adamw.h"
-#include "forge/train/png.h"
+#include "forge/train/loss_plot.h"
 
 namespace forge::train {
 
@@ -59,7 +59,7 @@ struct Progress {
 /// Trains a model on `tokens` (split into train and validation by val_fraction, validation
 /// last) and writes into `out_dir`:
 ///   config.json, model.safetensors   the best model by validation loss (HF layout)
-///   train_log.csv, loss.png          step, lr, losses, throughput; the curve
+///   train_log.csv, loss.png/.svg     step, lr, losses, throughput; the curve (loss_plot.h)
 ///   checkpoint/                      the latest state: model, optimizer.safetensors
 ///                                    (adam.m.*, adam.v.*, step), train_state.json
 /// Files are replaced atomically (write, fsync, rename). The caller writes the vocabulary.

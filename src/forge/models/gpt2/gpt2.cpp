@@ -69,6 +69,16 @@ std::string Gpt2::checkpoint_path(const std::string& dir) {
   return compact;
 }
 
+std::vector<std::pair<std::string, Shape>> Gpt2::expected_tensors(const Gpt2Config& config) {
+  nn::Embedding embed;
+  std::vector<Gpt2Block> blocks(config.n_layer);
+  nn::LayerNorm ln_f;
+  std::vector<std::pair<std::string, Shape>> out;
+  for (const ParamSpec& spec : param_specs(config, embed, blocks, ln_f))
+    out.emplace_back(spec.name, spec.shape);
+  return out;
+}
+
 Gpt2 Gpt2::from_checkpoint(const Gpt2Config& config, const std::string& path, const Device& device,
                            const LoadProgress& progress) {
   if (detect_checkpoint_format(path) == CheckpointFormat::Compact)

@@ -63,6 +63,9 @@ class Gpt2 {
   static Gpt2 load(const std::string& dir, const Device& device, const LoadProgress& progress = {});
   /// `dir`/model.safetensors when it exists, else `dir`/model.compact when that does.
   static std::string checkpoint_path(const std::string& dir);
+  /// The tensors a checkpoint for `config` must hold, in load order: HF names without the
+  /// "transformer." prefix, and their shapes (what load() checks, for tools that only inspect).
+  static std::vector<std::pair<std::string, Shape>> expected_tensors(const Gpt2Config& config);
   /// A safetensors or compact checkpoint, told apart by its leading bytes, not its name.
   static Gpt2 from_checkpoint(const Gpt2Config& config, const std::string& path,
                               const Device& device, const LoadProgress& progress = {});
