@@ -14,6 +14,7 @@ apt_packages=(
   g++ cmake ninja-build pkg-config git
   libgtest-dev libbenchmark-dev libfmt-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev
   libutf8proc-dev libopenblas-dev
+  libopenmpi-dev openmpi-bin  # Open MPI 4.1.4: data-parallel `mpirun -np N forge train` (optional)
 )
 # Node.js may come from elsewhere on the machine; Debian's is the fallback.
 command -v node >/dev/null || apt_packages+=(nodejs)
