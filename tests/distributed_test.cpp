@@ -2,6 +2,7 @@
 // with the same global batch (losses and parameters equal), resume, a rank that dies or hangs,
 // ranks that disagree. Skipped only where the build has no MPI plugin or mpirun is not
 // installed; setup.sh installs Open MPI, so CI runs them.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -27,12 +28,12 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-struct Run {
+struct Outcome {
   int status;
   std::string out;  // stdout and stderr together
 };
 
-Run shell(const std::string& command) {
+Outcome shell(const std::string& command) {
   FILE* pipe = popen((command + " 2>&1").c_str(), "r");
   EXPECT_NE(pipe, nullptr);
   std::string out;
@@ -77,17 +78,23 @@ const std::string& corpus() {
   return path;
 }
 
-/// `forge train` of a tiny model: 24 steps of a global batch of 4 × 4 windows.
-std::string train_args(const std::string& out, const std::string& backend = "cpu") {
+/// `forge train` of a tiny model: by default 24 steps of a global batch of 4 × 4 windows.
+struct TrainFlags {
+  std::string backend = "cpu";
+  int64_t accumulation = 4, steps = 24, eval_interval = 8, eval_batches = 4;
+};
+std::string train_args(const std::string& out, const TrainFlags& f = {}) {
   return std::string(FORGE_CLI) + " train --corpus " + corpus() + " --out " + out + " --backend " +
-         backend +
-         " --threads 1 --n-layer 2 --n-head 2 --n-embd 32 --n-ctx 16 --batch 4 --accumulation 4"
-         " --steps 24 --warmup-steps 4 --lr 3e-3 --eval-interval 8 --eval-batches 4"
-         " --log-interval 1 --dp-check-interval 4 --format json";
+         f.backend +
+         " --threads 1 --n-layer 2 --n-head 2 --n-embd 32 --n-ctx 16 --batch 4 --warmup-steps 4"
+         " --lr 3e-3 --log-interval 1 --dp-check-interval 4 --format json" +
+         " --accumulation " + std::to_string(f.accumulation) + " --steps " +
+         std::to_string(f.steps) + " --eval-interval " + std::to_string(f.eval_interval) +
+         " --eval-batches " + std::to_string(f.eval_batches);
 }
 
 /// step → training loss, from the JSON progress lines.
-std::map<int64_t, double> losses(const Run& run) {
+std::map<int64_t, double> losses(const Outcome& run) {
   std::map<int64_t, double> out;
   std::istringstream lines(run.out);
   std::string line;
@@ -140,9 +147,9 @@ TEST_F(Distributed, TwoRanksMatchOneProcessWithTheSameGlobalBatch) {
   for (const std::string& backend : test::devices_under_test()) {
     SCOPED_TRACE(backend);
     const std::string one = temp_dir("one_" + backend), two = temp_dir("two_" + backend);
-    const Run single = shell(train_args(one, backend));
+    const Outcome single = shell(train_args(one, {.backend = backend}));
     ASSERT_EQ(single.status, 0) << single.out;
-    const Run ranks = shell(mpirun("-np 2 " + train_args(two, backend)));
+    const Outcome ranks = shell(mpirun("-np 2 " + train_args(two, {.backend = backend})));
     ASSERT_EQ(ranks.status, 0) << ranks.out;
     expect_same_losses(losses(single), losses(ranks));
     EXPECT_LE(max_parameter_diff(one, two), 1e-5f);
@@ -152,8 +159,8 @@ TEST_F(Distributed, TwoRanksMatchOneProcessWithTheSameGlobalBatch) {
     EXPECT_GT(summary.at("gradient_bytes_per_step").get<double>(), 0);
     EXPECT_EQ(ranks.out.find("{\"allreduce"), ranks.out.rfind("{\"allreduce"));
     // The 2-rank checkpoint is an ordinary one: one process resumes it, and says so.
-    const Run resumed = shell(std::string(FORGE_CLI) + " train --resume --out " + two +
-                              " --steps 26 --backend " + backend + " --threads 1");
+    const Outcome resumed = shell(std::string(FORGE_CLI) + " train --resume --out " + two +
+                                  " --steps 26 --backend " + backend + " --threads 1");
     EXPECT_EQ(resumed.status, 0) << resumed.out;
     EXPECT_NE(resumed.out.find("written by a run of 2 rank(s), resumed on 1"), std::string::npos)
         << resumed.out;
@@ -162,12 +169,12 @@ TEST_F(Distributed, TwoRanksMatchOneProcessWithTheSameGlobalBatch) {
 
 TEST_F(Distributed, ResumedTwoRankRunEqualsUninterruptedOne) {
   const std::string whole = temp_dir("whole"), parts = temp_dir("parts");
-  const Run uninterrupted = shell(mpirun("-np 2 " + train_args(whole)));
+  const Outcome uninterrupted = shell(mpirun("-np 2 " + train_args(whole)));
   ASSERT_EQ(uninterrupted.status, 0) << uninterrupted.out;
-  const Run first = shell(mpirun("-np 2 " + train_args(parts) + " --stop-after 10"));
+  const Outcome first = shell(mpirun("-np 2 " + train_args(parts) + " --stop-after 10"));
   ASSERT_EQ(first.status, 0) << first.out;
-  const Run second = shell(mpirun("-np 2 " + std::string(FORGE_CLI) + " train --resume --out " +
-                                  parts + " --threads 1 --format json"));
+  const Outcome second = shell(mpirun("-np 2 " + std::string(FORGE_CLI) + " train --resume --out " +
+                                      parts + " --threads 1 --format json"));
   ASSERT_EQ(second.status, 0) << second.out;
   EXPECT_EQ(second.out.find("rank(s), resumed on"), std::string::npos) << second.out;
   std::map<int64_t, double> stitched = losses(first);
@@ -185,13 +192,14 @@ struct BackgroundRun {
   pid_t pids[2] = {0, 0};
 
   BackgroundRun(const std::string& name, const std::string& extra) : dir(temp_dir(name)) {
-    const std::string rank = "sh -c 'echo $$ > " + dir + "/pid.$OMPI_COMM_WORLD_RANK; exec " +
-                             train_args(dir + "/out") +
-                             " --steps 100000 --eval-interval 1 --eval-batches 1 " + extra + "'";
-    EXPECT_EQ(std::system(("(" + mpirun("-np 2 " + rank) + " > " + dir + "/log 2>&1; echo $? > " +
-                           dir + "/rc) &")
-                              .c_str()),
-              0);
+    const std::string rank =
+        "sh -c 'echo $$ > " + dir + "/pid.$OMPI_COMM_WORLD_RANK; exec " +
+        train_args(dir + "/out", {.steps = 100000, .eval_interval = 1, .eval_batches = 1}) + " " +
+        extra + "'";
+    // In the background, its exit status into rc (GCC 12 misreads "(" + string: -Wrestrict).
+    const std::string command =
+        fmt::format("({} > {}/log 2>&1; echo $? > {}/rc) &", mpirun("-np 2 " + rank), dir, dir);
+    EXPECT_EQ(std::system(command.c_str()), 0);
     const auto t0 = Clock::now();
     while (Clock::now() - t0 < std::chrono::seconds(120) && !(started() && pids[0] && pids[1])) {
       for (int r = 0; r < 2; ++r) {
@@ -237,8 +245,8 @@ TEST_F(Distributed, KillingOneRankEndsTheOtherAndTheCheckpointSurvives) {
   EXPECT_NE(run.log().find("exited on signal 9"), std::string::npos) << run.log();
   // Checkpoints were being written every step: the latest one is whole, and a single process
   // resumes from it.
-  const Run resumed = shell(std::string(FORGE_CLI) + " train --resume --out " + run.dir +
-                            "/out --stop-after 1 --threads 1 --backend cpu");
+  const Outcome resumed = shell(std::string(FORGE_CLI) + " train --resume --out " + run.dir +
+                                "/out --stop-after 1 --threads 1 --backend cpu");
   EXPECT_EQ(resumed.status, 0) << resumed.out;
 }
 
@@ -258,7 +266,7 @@ TEST_F(Distributed, AHungRankTimesOutWithAClearErrorOnTheOthers) {
 
 TEST_F(Distributed, RanksWithDifferentSeedsAreAnErrorNamingTheStep) {
   const std::string out = temp_dir("seeds");
-  const Run run = shell(
+  const Outcome run = shell(
       mpirun("-np 1 " + train_args(out) + " --seed 1 : -np 1 " + train_args(out) + " --seed 2"));
   EXPECT_NE(run.status, 0);
   EXPECT_NE(run.out.find("the parameters differ across ranks at step 0"), std::string::npos)
@@ -267,7 +275,7 @@ TEST_F(Distributed, RanksWithDifferentSeedsAreAnErrorNamingTheStep) {
 
 TEST_F(Distributed, AccumulationThatDoesNotSplitOverTheRanksIsRefused) {
   const std::string out = temp_dir("uneven");
-  const Run run = shell(mpirun("-np 2 " + train_args(out) + " --accumulation 3"));
+  const Outcome run = shell(mpirun("-np 2 " + train_args(out, {.accumulation = 3})));
   EXPECT_NE(run.status, 0);
   EXPECT_NE(run.out.find("--accumulation 3 does not deal evenly over 2 ranks"), std::string::npos)
       << run.out;

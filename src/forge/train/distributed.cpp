@@ -98,16 +98,18 @@ bool DataParallel::test(void* request, const std::string& what) {
 
 void DataParallel::wait(void* request, const std::string& what) {
   const auto t0 = Clock::now();
-  for (int polls = 0;; ++polls) {
-    if (test(request, what)) return;
-    if (seconds_since(t0) > options_.timeout_s) {
+  while (!test(request, what)) {
+    const double waited = seconds_since(t0);
+    if (waited > options_.timeout_s) {
       fail(
           "rank {} of {}: {} did not complete within {} s: another rank has died or stopped "
           "responding; ending the run",
           rank_, size_, what, options_.timeout_s);
     }
-    // Spin briefly for a fast collective, then stop competing with the other ranks for cores.
-    if (polls > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    // MPI moves data only inside its calls, so poll flat out as MPI_Wait would; a rank kept
+    // waiting this long is waiting for a slower one (rank 0 writing a checkpoint), so stop
+    // competing with it for cores.
+    if (waited > 1.0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
 
@@ -140,7 +142,9 @@ std::function<void(size_t)> GradientSync::hook(int64_t micro, int64_t accumulati
 void GradientSync::done(size_t param) {
   const auto t0 = Clock::now();
   Bucket& b = buckets_[bucket_of_[param]];
-  if (--b.pending == 0) start(b);
+  if (--b.pending != 0) return;
+  start(b);
+  // Only here, once per bucket: an oversubscribed Open MPI yields the core in every MPI_Test.
   poll();
   overlapped_s_ += seconds_since(t0);
 }
