@@ -15,6 +15,7 @@ apt_packages=(
   libgtest-dev libbenchmark-dev libfmt-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev
   libutf8proc-dev libopenblas-dev
   libpng-dev libfreetype-dev libfontconfig-dev fonts-dejavu-core libncurses-dev tmux
+  libopenmpi-dev openmpi-bin  # Open MPI 4.1.4: data-parallel `mpirun -np N forge train` (optional)
 )
 # Node.js may come from elsewhere on the machine; Debian's is the fallback.
 command -v node >/dev/null || apt_packages+=(nodejs)

@@ -14,6 +14,7 @@
 #include "forge/tokenizer/utf8.h"
 #include "forge/train/trainer.h"
 #include "progress.h"
+#include "train_ranks.h"
 
 namespace forge::cli {
 namespace {
@@ -23,6 +24,7 @@ struct TrainArgs {
   CommonOptions common;
   std::string corpus, out, tokenizer = "char", bpe_dir, config_file;
   train::TrainConfig config;
+  train::DataParallelOptions data_parallel;
   bool resume = false;
   int64_t stop_after = 0;
 };
@@ -81,9 +83,13 @@ std::string duration(double s) {
                    : fmt::format("{}m{:02}s", t / 60, t % 60);
 }
 
-void run_train(TrainArgs& args, CLI::App& cmd) {
+/// One process's part of the run; `dp` is null unless an MPI launcher started it. Only rank 0
+/// writes files and prints.
+void run_train(TrainArgs& args, CLI::App& cmd, train::DataParallel* dp) {
   FORGE_CHECK(!args.out.empty(), "--out is required");
+  if (dp) assign_rank_device(*dp, args.common);
   const Device device = open_device(args.common);
+  const bool root = !dp || dp->rank() == 0;
   const bool tty = isatty(STDERR_FILENO) && !args.common.json();
 
   // The tokens: the vocabulary lives in the output directory, so a resume re-reads it.
@@ -93,7 +99,7 @@ void run_train(TrainArgs& args, CLI::App& cmd) {
   }
   FORGE_CHECK(!corpus_path.empty(), "--corpus is required for a new run");
   const std::string text = read_file(corpus_path);
-  if (!args.resume) {
+  if (!args.resume && root) {
     fs::create_directories(args.out);
     if (args.tokenizer == "char") {
       write_file(args.out + "/vocab.json", char_vocab_json(text));
@@ -107,6 +113,7 @@ void run_train(TrainArgs& args, CLI::App& cmd) {
                        .dump(2) +
                    "\n");
   }
+  if (dp) dp->barrier("waiting for rank 0 to write the vocabulary");
   const auto tokenizer = Tokenizer::from_directory(args.out);
   std::vector<uint32_t> tokens;
   {
@@ -120,7 +127,7 @@ void run_train(TrainArgs& args, CLI::App& cmd) {
   std::unique_ptr<train::Trainer> trainer;
   if (args.resume) {
     trainer = train::Trainer::resume(tokens, args.out, device,
-                                     cmd.count("--steps") ? args.config.steps : 0);
+                                     cmd.count("--steps") ? args.config.steps : 0, dp);
   } else {
     train::TrainConfig config = args.config;
     if (!args.config_file.empty()) {
@@ -140,11 +147,24 @@ void run_train(TrainArgs& args, CLI::App& cmd) {
       }
       config = train::TrainConfig::from_json(overrides, config);
     }
-    trainer =
-        std::make_unique<train::Trainer>(config, tokenizer->vocab_size(), tokens, args.out, device);
+    trainer = std::make_unique<train::Trainer>(config, tokenizer->vocab_size(), tokens, args.out,
+                                               device, dp);
   }
   const train::TrainConfig& c = trainer->config();
-  if (!args.common.json()) {
+  const int64_t ranks = dp ? dp->size() : 1;
+  if (root && !args.common.json() && dp) {
+    std::fprintf(stderr, "forge train: data parallel over %lld ranks, %lld micro-batches each\n",
+                 static_cast<long long>(ranks), static_cast<long long>(c.accumulation / ranks));
+  }
+  if (root && args.resume && trainer->checkpoint_ranks() != ranks) {
+    std::fprintf(stderr,
+                 "forge train: note: the checkpoint was written by a run of %lld rank(s), resumed "
+                 "on %lld; the global batch (batch × accumulation) and data order do not depend "
+                 "on the rank count, so the run continues on the same schedule\n",
+                 static_cast<long long>(trainer->checkpoint_ranks()),
+                 static_cast<long long>(ranks));
+  }
+  if (root && !args.common.json()) {
     std::fprintf(stderr,
                  "forge train: %zu tokens (%s, vocab %lld), %lld layers × %lld heads × %lld wide, "
                  "context %lld, %lld parameters, %s\n",
@@ -156,6 +176,7 @@ void run_train(TrainArgs& args, CLI::App& cmd) {
   }
   const train::TrainSummary summary = trainer->run(
       [&](const train::Progress& p) {
+        if (!root) return;
         if (args.common.json()) {
           nlohmann::json line = {{"step", p.step},
                                  {"loss", p.train_loss},
@@ -180,14 +201,33 @@ void run_train(TrainArgs& args, CLI::App& cmd) {
         std::fflush(stderr);
       },
       args.stop_after);
+  if (!root) return;
+  // Per step: the exposed allreduce (after backward) and the part that ran inside backward.
+  const double dp_steps = dp ? std::max<double>(1, double(dp->stats().steps)) : 1;
+  const double allreduce_ms = dp ? 1e3 * dp->stats().allreduce_s / dp_steps : 0;
+  const double overlapped_ms = dp ? 1e3 * dp->stats().overlapped_s / dp_steps : 0;
   if (args.common.json()) {
-    print_json({{"step", summary.step},
-                {"train_loss", summary.last_train_loss},
-                {"best_val_loss", summary.best_val_loss},
-                {"tokens_per_s", summary.tokens_per_s},
-                {"wall_s", summary.wall_s},
-                {"out", args.out}});
+    nlohmann::json line = {{"step", summary.step},
+                           {"train_loss", summary.last_train_loss},
+                           {"best_val_loss", summary.best_val_loss},
+                           {"tokens_per_s", summary.tokens_per_s},
+                           {"wall_s", summary.wall_s},
+                           {"out", args.out}};
+    if (dp) {
+      line["ranks"] = ranks;
+      line["allreduce_ms_per_step"] = allreduce_ms;
+      line["allreduce_overlapped_ms_per_step"] = overlapped_ms;
+      line["gradient_bytes_per_step"] = dp->stats().gradient_bytes;
+    }
+    print_json(line);
   } else {
+    if (dp) {
+      std::fprintf(stderr,
+                   "\nforge train: %lld ranks, gradient allreduce of %.2f MB per step: %.2f ms "
+                   "after backward + %.2f ms inside it (device-host copies %.2f ms)",
+                   static_cast<long long>(ranks), dp->stats().gradient_bytes / 1e6, allreduce_ms,
+                   overlapped_ms, 1e3 * dp->stats().readback_s / dp_steps);
+    }
     std::fprintf(stderr,
                  "\nforge train: step %lld, best validation loss %.4f, %.0f tokens/s, "
                  "%s in all; model in %s\n",
@@ -243,7 +283,10 @@ void register_train(CLI::App& app) {
   cmd->add_option("--val-fraction", c.val_fraction, "held-out tail of the corpus")
       ->capture_default_str();
   cmd->add_option("--seed", c.seed, "initialisation, data and dropout seed")->capture_default_str();
-  cmd->callback([args, cmd] { run_train(*args, *cmd); });
+  add_data_parallel_options(*cmd, args->data_parallel);
+  cmd->callback([args, cmd] {
+    run_ranks(args->data_parallel, [&](train::DataParallel* dp) { run_train(*args, *cmd, dp); });
+  });
 }
 
 }  // namespace forge::cli

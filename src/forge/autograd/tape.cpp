@@ -91,6 +91,8 @@ void Tape::backward(const Var& root, const Tensor& seed) {
     Node& node = nodes_[i];
     if (node.leaf_grad) {
       accumulate(*node.leaf_grad, grads[i][0]);
+      // Nodes run in reverse creation order and a leaf precedes every use, so it is complete.
+      if (on_gradient_done_) on_gradient_done_(node.leaf_grad);
     } else {
       std::vector<bool> needs;
       for (const Input& in : node.inputs) needs.push_back(in.node >= 0);

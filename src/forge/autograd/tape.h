@@ -83,6 +83,9 @@ class Tape {
   /// loss (cross_entropy) whose rule already carries it. Rules and saved tensors are freed as
   /// they run, so a tape is backward-ed once.
   void backward(const Var& root, const Tensor& seed = {});
+  /// Called during backward() with a watched gradient slot once this pass has added its last
+  /// contribution to it (data-parallel training starts that gradient's allreduce then).
+  void on_gradient_done(std::function<void(Tensor*)> fn) { on_gradient_done_ = std::move(fn); }
 
  private:
   struct Input {
@@ -101,6 +104,7 @@ class Tape {
   std::unordered_map<const void*, Tensor*> watched_;  // buffer identity → gradient slot
   std::unordered_map<const void*, int32_t> leaves_;   // buffer identity → leaf node
   bool consumed_ = false;
+  std::function<void(Tensor*)> on_gradient_done_;
 };
 
 /// The tape two operands share (the first one found), or null when neither has one.

@@ -5,11 +5,13 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include "forge/core/error.h"
 #include "forge/core/random.h"
 #include "forge/serialization/file_io.h"
+#include "forge/train/distributed.h"
 
 namespace forge::train {
 namespace fs = std::filesystem;
@@ -150,13 +152,15 @@ float TrainConfig::lr_at(int64_t s) const {
 }
 
 Trainer::Trainer(TrainConfig config, std::vector<uint32_t> tokens, std::string out_dir,
-                 std::unique_ptr<Gpt2> model)
+                 std::unique_ptr<Gpt2> model, DataParallel* dp)
     : config_(config),
       tokens_(std::move(tokens)),
       out_dir_(std::move(out_dir)),
       model_(std::move(model)),
-      best_val_(std::numeric_limits<double>::infinity()) {
+      best_val_(std::numeric_limits<double>::infinity()),
+      dp_(dp) {
   config_.validate();
+  if (dp_) dp_->check_accumulation(config_.accumulation);
   const int64_t n = static_cast<int64_t>(tokens_.size());
   train_end_ = n - static_cast<int64_t>(std::llround(double(n) * config_.val_fraction));
   FORGE_CHECK(train_end_ > config_.n_ctx + 1 && n - train_end_ > config_.n_ctx + 1,
@@ -168,10 +172,12 @@ Trainer::Trainer(TrainConfig config, std::vector<uint32_t> tokens, std::string o
 }
 
 Trainer::Trainer(TrainConfig config, int64_t vocab_size, std::vector<uint32_t> tokens,
-                 std::string out_dir, const Device& device)
+                 std::string out_dir, const Device& device, DataParallel* dp)
     : Trainer(config, std::move(tokens), std::move(out_dir),
               std::make_unique<Gpt2>(Gpt2::init_random(
-                  (config.validate(), model_config(config, vocab_size)), config.seed, device))) {
+                  (config.validate(), model_config(config, vocab_size)), config.seed, device)),
+              dp) {
+  if (!writes_files()) return;
   fs::create_directories(out_dir_);
   write_text(out_dir_ + "/train_log.csv", kLogHeader);
 }
@@ -187,7 +193,7 @@ void Trainer::make_optimizer() {
 }
 
 std::unique_ptr<Trainer> Trainer::resume(std::vector<uint32_t> tokens, std::string out_dir,
-                                         const Device& device, int64_t steps) {
+                                         const Device& device, int64_t steps, DataParallel* dp) {
   std::string dir = out_dir + "/checkpoint";
   // A crash between the two renames of save_checkpoint() leaves only the previous one.
   if (!fs::exists(dir + "/train_state.json") && fs::exists(dir + ".old/train_state.json")) {
@@ -205,7 +211,7 @@ std::unique_ptr<Trainer> Trainer::resume(std::vector<uint32_t> tokens, std::stri
   if (steps > 0) config.steps = steps;
   auto model = std::make_unique<Gpt2>(Gpt2::load(dir, device));
   std::unique_ptr<Trainer> t(
-      new Trainer(config, std::move(tokens), std::move(out_dir), std::move(model)));
+      new Trainer(config, std::move(tokens), std::move(out_dir), std::move(model), dp));
   t->adamw_->load(dir + "/optimizer.safetensors");
   t->step_ = state.at("step");
   FORGE_CHECK(t->adamw_->steps() == t->step_, "{}: optimizer step {} differs from step {}", dir,
@@ -213,6 +219,7 @@ std::unique_ptr<Trainer> Trainer::resume(std::vector<uint32_t> tokens, std::stri
   t->best_val_ = state.at("best_val_loss").is_null() ? std::numeric_limits<double>::infinity()
                                                      : state.at("best_val_loss").get<double>();
   t->wall_before_ = state.at("wall_s");
+  t->checkpoint_ranks_ = state.value("ranks", int64_t{1});
   // Keep the log up to the checkpoint: later rows belong to the interrupted session.
   std::istringstream log(read_text(t->out_dir_ + "/train_log.csv"));
   std::string line, kept = kLogHeader;
@@ -227,7 +234,7 @@ std::unique_ptr<Trainer> Trainer::resume(std::vector<uint32_t> tokens, std::stri
     t->train_curve_.push_back({step, std::stod(field[2])});
     if (!field[3].empty()) t->val_curve_.push_back({step, std::stod(field[3])});
   }
-  write_text(t->out_dir_ + "/train_log.csv", kept);
+  if (t->writes_files()) write_text(t->out_dir_ + "/train_log.csv", kept);
   return t;
 }
 
@@ -246,7 +253,10 @@ double Trainer::train_step() {
   double loss = 0.0;
   std::vector<uint32_t> inputs, targets;
   const uint64_t positions = static_cast<uint64_t>(train_end_ - config_.n_ctx);
+  std::optional<GradientSync> sync;  // data parallel: sums the gradients over the ranks
+  if (dp_) sync.emplace(*dp_, grads, parameter_sizes(*model_), step_);
   for (int64_t a = 0; a < config_.accumulation; ++a) {
+    if (dp_ && !dp_->owns(a)) continue;  // another rank's share of the global batch
     const uint64_t micro = static_cast<uint64_t>(step_ * config_.accumulation + a);
     std::vector<int64_t> starts;
     for (int64_t b = 0; b < config_.batch; ++b) {
@@ -256,9 +266,12 @@ double Trainer::train_step() {
     windows(starts, inputs, targets);
     const LossOptions options{.dropout = config_.dropout,
                               .dropout_seed = hash64(config_.seed ^ kDropoutStream, micro),
-                              .grad_scale = 1.0f / static_cast<float>(config_.accumulation)};
+                              .grad_scale = 1.0f / static_cast<float>(config_.accumulation),
+                              .on_gradient_done = sync ? sync->hook(a, config_.accumulation)
+                                                       : std::function<void(size_t)>{}};
     loss += model_->loss_grads(inputs, targets, config_.batch, grads, options);
   }
+  if (sync) loss = sync->finish(loss);
   const optim::GradNorm clip = optim::clip_grad_norm(grads, config_.grad_clip);
   adamw_->step(grads, config_.lr_at(step_), clip.coefficient);
   ++step_;
@@ -271,6 +284,7 @@ double Trainer::validation_loss() const {
   std::vector<uint32_t> inputs, targets;
   double total = 0.0;
   for (int64_t e = 0; e < config_.eval_batches; ++e) {
+    if (dp_ && !dp_->owns(e)) continue;
     std::vector<int64_t> starts;
     for (int64_t b = 0; b < config_.batch; ++b) {
       starts.push_back(train_end_ +
@@ -279,10 +293,16 @@ double Trainer::validation_loss() const {
     windows(starts, inputs, targets);
     total += model_->loss(inputs, targets, config_.batch);
   }
+  if (dp_) total = dp_->sum(total, fmt::format("the validation of step {}", step_));
   return total / static_cast<double>(config_.eval_batches);
 }
 
+bool Trainer::writes_files() const {
+  return !dp_ || dp_->rank() == 0;
+}
+
 void Trainer::save_checkpoint(double wall_s) const {
+  if (!writes_files()) return;
   const std::string dir = out_dir_ + "/checkpoint";
   const std::string tmp = dir + ".tmp", old = dir + ".old";
   fs::remove_all(tmp);
@@ -292,6 +312,7 @@ void Trainer::save_checkpoint(double wall_s) const {
       {"step", step_},
       {"best_val_loss", std::isfinite(best_val_) ? nlohmann::json(best_val_) : nlohmann::json()},
       {"wall_s", wall_s},
+      {"ranks", dp_ ? dp_->size() : 1},
       {"config", config_.to_json()}};
   write_text(tmp + "/train_state.json", state.dump(2) + "\n");
   fs::remove_all(old);
@@ -301,12 +322,14 @@ void Trainer::save_checkpoint(double wall_s) const {
 }
 
 void Trainer::save_best() const {
+  if (!writes_files()) return;
   model_->save(out_dir_);
   write_text(out_dir_ + "/train_config.json", config_.to_json().dump(2) + "\n");
 }
 
 void Trainer::append_log(int64_t step, double lr, double train_loss, double val_loss, double tok_s,
                          double wall_s) {
+  if (!writes_files()) return;
   std::string row =
       fmt::format("{},{:.6g},{:.6f},{},{:.1f},{:.1f}\n", step, lr, train_loss,
                   std::isnan(val_loss) ? "" : fmt::format("{:.6f}", val_loss), tok_s, wall_s);
@@ -323,9 +346,11 @@ TrainSummary Trainer::run(const std::function<void(const Progress&)>& on_progres
   TrainSummary summary;
   double last_loss = NAN;
   bool saved = false;
+  if (dp_) dp_->check_parameters(*model_, step_, true);
   while (step_ < config_.steps && (stop_after <= 0 || step_ - first < stop_after)) {
     const float lr = config_.lr_at(step_);
     last_loss = train_step();
+    if (dp_) dp_->check_parameters(*model_, step_, false);
     saved = false;
     const bool last = step_ == config_.steps;
     const bool evaluate = step_ % config_.eval_interval == 0 || last;
@@ -344,7 +369,7 @@ TrainSummary Trainer::run(const std::function<void(const Progress&)>& on_progres
     train_curve_.push_back({step_, last_loss});
     append_log(step_, lr, last_loss, val, tok_s, wall_before_ + elapsed);
     if (evaluate) {
-      write_loss_plot(out_dir_ + "/loss.png", train_curve_, val_curve_);
+      if (writes_files()) write_loss_plot(out_dir_ + "/loss.png", train_curve_, val_curve_);
       save_checkpoint(wall_before_ + seconds_since(t0));
       saved = true;
     }

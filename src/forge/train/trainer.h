@@ -16,6 +16,10 @@
 #include "forge/train/loss_plot.h"
 
 namespace forge::train {
+class DataParallel;
+}
+
+namespace forge::train {
 
 struct TrainConfig {
   // The model.
@@ -65,13 +69,15 @@ struct Progress {
 /// Files are replaced atomically (write, fsync, rename). The caller writes the vocabulary.
 class Trainer {
  public:
-  /// A fresh run from a random initialisation (seeded by config.seed).
+  /// A fresh run from a random initialisation (seeded by config.seed). With `dp`, this process
+  /// is one rank of a data-parallel run (distributed.h); only rank 0 writes files.
   Trainer(TrainConfig config, int64_t vocab_size, std::vector<uint32_t> tokens, std::string out_dir,
-          const Device& device);
+          const Device& device, DataParallel* dp = nullptr);
   /// Continues the run whose checkpoint is in out_dir/checkpoint; `steps` > 0 replaces the
   /// total step count (the schedule then stretches to it).
   static std::unique_ptr<Trainer> resume(std::vector<uint32_t> tokens, std::string out_dir,
-                                         const Device& device, int64_t steps = 0);
+                                         const Device& device, int64_t steps = 0,
+                                         DataParallel* dp = nullptr);
 
   /// Runs until config.steps, or until `stop_after` steps are done (> 0), then checkpoints.
   TrainSummary run(const std::function<void(const Progress&)>& on_progress = {},
@@ -80,12 +86,16 @@ class Trainer {
   const Gpt2& model() const { return *model_; }
   const TrainConfig& config() const { return config_; }
   int64_t step() const { return step_; }
+  /// How many ranks trained the run up to the checkpoint it resumed from (1 for a new run).
+  int64_t checkpoint_ranks() const { return checkpoint_ranks_; }
   /// Mean validation loss over the fixed validation windows.
   double validation_loss() const;
 
  private:
   Trainer(TrainConfig config, std::vector<uint32_t> tokens, std::string out_dir,
-          std::unique_ptr<Gpt2> model);
+          std::unique_ptr<Gpt2> model, DataParallel* dp);
+  /// Rank 0 of a data-parallel run, or a run of one process: the one that writes files.
+  bool writes_files() const;
   void make_optimizer();
   /// Windows of n_ctx + 1 tokens starting at `starts`, as (inputs, targets).
   void windows(const std::vector<int64_t>& starts, std::vector<uint32_t>& inputs,
@@ -106,6 +116,8 @@ class Trainer {
   double best_val_ = 0;
   double wall_before_ = 0;  // training time of earlier sessions of this run
   std::vector<LossPoint> train_curve_, val_curve_;
+  DataParallel* dp_ = nullptr;
+  int64_t checkpoint_ranks_ = 1;
 };
 
 }  // namespace forge::train

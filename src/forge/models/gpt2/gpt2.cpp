@@ -350,6 +350,9 @@ double Gpt2::loss_grads(std::span<const uint32_t> ids, std::span<const uint32_t>
               grads.size(), params.size());
   autograd::Tape tape;
   for (size_t i = 0; i < params.size(); ++i) tape.watch(params[i].tensor, &grads[i]);
+  if (options.on_gradient_done) {
+    tape.on_gradient_done([&](Tensor* grad) { options.on_gradient_done(grad - grads.data()); });
+  }
   const float grad_scale = options.grad_scale / static_cast<float>(ids.size());
   const nn::Var losses = token_losses(ids, targets, batch, &tape, options, grad_scale);
   tape.backward(losses);

@@ -51,6 +51,8 @@ struct LossOptions {
   float dropout = 0.0f;       // GPT-2's embedding, attention and residual dropout probability
   uint64_t dropout_seed = 0;  // keys every dropout call of the pass; vary it per micro-batch
   float grad_scale = 1.0f;    // scales the gradient of the mean loss (1 / accumulation steps)
+  // Called with a parameter's index once backward has finished its gradient.
+  std::function<void(size_t)> on_gradient_done = nullptr;
 };
 
 /// Called while loading with (tensors done, tensors in all).
