@@ -228,7 +228,7 @@ async function start() {
   showDevice(forge.device);
   const progress = $('load-progress');
   model = await forge.loadModel('/model/', {
-    checkpoint: params.get('checkpoint') ?? 'model.safetensors',
+    checkpoint: params.get('checkpoint') ?? 'auto',
     onProgress: (loaded, total) => {
       progress.max = total || 1;
       progress.value = loaded;

@@ -40,8 +40,8 @@ async function fetchOk(url) {
 }
 
 /** The body's bytes, reporting (loaded, total) as they arrive. */
-async function fetchBytes(url, onProgress) {
-  const response = await fetchOk(url);
+async function fetchBytes(url, onProgress, response = null) {
+  response ??= await fetchOk(url);
   const total = Number(response.headers.get('content-length')) || 0;
   if (!response.body || !onProgress) return new Uint8Array(await response.arrayBuffer());
   const reader = response.body.getReader();
@@ -212,12 +212,14 @@ class Forge {
   /**
    * Fetches a model directory (config.json, the checkpoint, vocab.json and, for GPT-2 BPE,
    * merges.txt) and loads it. onProgress(loaded, total) follows the checkpoint's bytes.
+   * checkpoint 'auto' (the default) takes model.safetensors and falls back to model.compact
+   * when the directory has none, as the native loader does.
    */
   async loadModel(url, options = {}) {
     if (!this.runtime) throw new Error('this Forge has been disposed');
-    const { checkpoint = 'model.safetensors', onProgress } = options;
-    if (checkpoint !== 'model.safetensors' && checkpoint !== 'model.compact') {
-      throw new Error(`checkpoint must be 'model.safetensors' or 'model.compact', got '${checkpoint}'`);
+    let { checkpoint = 'auto', onProgress } = options;
+    if (!['auto', 'model.safetensors', 'model.compact'].includes(checkpoint)) {
+      throw new Error(`checkpoint must be 'auto', 'model.safetensors' or 'model.compact', got '${checkpoint}'`);
     }
     const base = url.endsWith('/') ? url : `${url}/`;
     const vocabText = await (await fetchOk(`${base}vocab.json`)).text();
@@ -234,7 +236,20 @@ class Forge {
     if (!isCharVocabulary(vocab)) {
       files['merges.txt'] = new Uint8Array(await (await fetchOk(`${base}merges.txt`)).arrayBuffer());
     }
-    files[checkpoint] = await fetchBytes(`${base}${checkpoint}`, onProgress);
+    let response = null;
+    if (checkpoint === 'auto') {
+      response = await fetch(`${base}model.safetensors`);
+      checkpoint = 'model.safetensors';
+      if (response.status === 404) {
+        response = await fetch(`${base}model.compact`);
+        checkpoint = 'model.compact';
+        if (response.status === 404) {
+          throw new Error(`${base} has neither model.safetensors nor model.compact (HTTP 404)`);
+        }
+      }
+      if (!response.ok) throw new Error(`fetching ${base}${checkpoint} failed: HTTP ${response.status}`);
+    }
+    files[checkpoint] = await fetchBytes(`${base}${checkpoint}`, onProgress, response);
     const bytes = files[checkpoint].length;
 
     const native = this.native;
