@@ -212,8 +212,8 @@ class Forge {
   /**
    * Fetches a model directory (config.json, the checkpoint, vocab.json and, for GPT-2 BPE,
    * merges.txt) and loads it. onProgress(loaded, total) follows the checkpoint's bytes.
-   * checkpoint 'auto' (the default) takes model.safetensors and falls back to model.compact
-   * when the directory has none, as the native loader does.
+   * checkpoint 'auto' (the default) takes model.compact and falls back to model.safetensors
+   * when the directory has none: in a browser the smaller download is the better choice.
    */
   async loadModel(url, options = {}) {
     if (!this.runtime) throw new Error('this Forge has been disposed');
@@ -238,13 +238,13 @@ class Forge {
     }
     let response = null;
     if (checkpoint === 'auto') {
-      response = await fetch(`${base}model.safetensors`);
-      checkpoint = 'model.safetensors';
+      response = await fetch(`${base}model.compact`);
+      checkpoint = 'model.compact';
       if (response.status === 404) {
-        response = await fetch(`${base}model.compact`);
-        checkpoint = 'model.compact';
+        response = await fetch(`${base}model.safetensors`);
+        checkpoint = 'model.safetensors';
         if (response.status === 404) {
-          throw new Error(`${base} has neither model.safetensors nor model.compact (HTTP 404)`);
+          throw new Error(`${base} has neither model.compact nor model.safetensors (HTTP 404)`);
         }
       }
       if (!response.ok) throw new Error(`fetching ${base}${checkpoint} failed: HTTP ${response.status}`);

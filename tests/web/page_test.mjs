@@ -7,13 +7,14 @@
 // Exit status: 0 pass, 1 fail, 77 skip (no chromium or playwright-core, unless
 // FORGE_TEST_REQUIRE_WEBGPU=1, when their absence is a failure).
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { env, loadPlaywright, nativeGenerate, openBrowser, loadPage, generateOnPage,
          startServer, waitForState, SKIP } from './harness.mjs';
 
 const PROMPT = 'Mr. Speaker, the state of the Union ';
 const TOKENS = 40;
+const config = JSON.parse(readFileSync(join(env.model, 'config.json'), 'utf8'));
 const artifacts = process.env.FORGE_ARTIFACT_DIR ?? join(env.cli, '..', 'artifacts');
 
 setTimeout(() => {
@@ -87,7 +88,7 @@ async function runCase(server, { webgpu, native }) {
       assert.match(shown.backendText, /CPU/);
       assert.match(shown.fallback ?? '', /WebGPU/, 'the page does not say why it fell back to the CPU');
     }
-    assert.match(shown.model, /4 layers × 4 heads × 256/);
+    assert.match(shown.model, new RegExp(`${config.n_layer} layers × ${config.n_head} heads × ${config.n_embd}`));
 
     const out = await generateOnPage(page, PROMPT, TOKENS);
     assert.deepEqual(out.promptIds, native.prompt_ids, 'the page tokenized the prompt differently');
@@ -115,10 +116,10 @@ async function runCase(server, { webgpu, native }) {
 
     if (!webgpu) {
       // An over-long prompt is refused with the native message, shown on the page.
-      await page.fill('#prompt', 'x'.repeat(300));
+      await page.fill('#prompt', 'x'.repeat(config.n_positions + 44));
       await page.click('#generate');
       await waitForState(page, ['error'], 60_000);
-      assert.match(await page.textContent('#error'), /exceeds the model's context of 256 tokens/);
+      assert.match(await page.textContent('#error'), new RegExp(`exceeds the model's context of ${config.n_positions} tokens`));
     }
     assert.deepEqual(problems, [], `${name}: the page logged errors or failed requests`);
     console.log(`page_test: ${name} ok: ${shown.adapter}; ${out.ids.length} tokens, prefill ${out.prefill}, ` +
