@@ -11,6 +11,7 @@
 
 #include "forge/models/gpt2/generate.h"
 #include "forge/ops/ops.h"
+#include "forge/ops/train_ops.h"
 #include "test_devices.h"
 #include "test_support.h"
 
@@ -95,7 +96,7 @@ TEST_P(CouncilTest, FourCopiesOfOneExpertAreThatExpertAlone) {
   Tensor h = alone[0].prefill(cache, kPrompt);
   h = h.rows(h.dim(0) - 1, h.dim(0));
   for (size_t i = 0; i < want.ids.size(); ++i) {
-    const Tensor stacked = Tensor::empty({4, kShape.n_embd}, DType::F32, device());
+    Tensor stacked = Tensor::empty({4, kShape.n_embd}, DType::F32, device());
     const std::vector<float> row = h.to_floats();
     std::vector<float> four;
     for (int k = 0; k < 4; ++k) four.insert(four.end(), row.begin(), row.end());
@@ -180,8 +181,9 @@ TEST_P(CouncilTest, WeightsSumToOneAndFavourTheSurerExpert) {
                      EXPECT_NEAR(sum, 1.0, 1e-6) << "beta " << beta;
                      for (size_t a = 0; a < 4; ++a) {
                        for (size_t b = 0; b < 4; ++b) {
-                         if (beta > 0 && s.entropies[a] < s.entropies[b])
+                         if (beta > 0 && s.entropies[a] < s.entropies[b]) {
                            EXPECT_GE(s.weights[a], s.weights[b]);
+                         }
                        }
                      }
                    });
