@@ -27,6 +27,24 @@ TEST(OpsCpu, SoftmaxCausalGivesMaskedEntriesExactlyZero) {
   EXPECT_NEAR(p[3] + p[4] + p[5], 1.0f, 1e-6);
 }
 
+TEST(OpsCpu, EntropyOfEachRowsSoftmaxInNats) {
+  const Device cpu = Device::cpu();
+  // Uniform over 4: log 4. Two equal logits and one far below: log 2. Shifting a row changes
+  // nothing, and one huge logit is certainty.
+  const Tensor x =
+      Tensor::from_floats({0, 0, 0, 0, 5, 5, -100, -100, 7, 7, 7, 7, 1000, 0, 0, 0}, {4, 4}, cpu);
+  const auto h = ops::entropy(x).to_floats();
+  EXPECT_NEAR(h[0], std::log(4.0f), 1e-6);
+  EXPECT_NEAR(h[1], std::log(2.0f), 1e-6);
+  EXPECT_NEAR(h[2], std::log(4.0f), 1e-6);
+  EXPECT_NEAR(h[3], 0.0f, 1e-6);
+  // p = softmax(0, log 3) = (1/4, 3/4): H = −(¼ log ¼ + ¾ log ¾).
+  const Tensor y = Tensor::from_floats({0, std::log(3.0f)}, {1, 2}, cpu);
+  EXPECT_NEAR(ops::entropy(y).to_floats()[0], -(0.25 * std::log(0.25) + 0.75 * std::log(0.75)),
+              1e-6);
+  EXPECT_THROW(ops::entropy(Tensor::zeros({4}, DType::F32, cpu)), Error);
+}
+
 TEST(OpsCpu, MatmulRejectsMismatchedInnerDimensions) {
   const Device cpu = Device::cpu();
   const Tensor a = Tensor::zeros({2, 3}, DType::F32, cpu);

@@ -251,5 +251,17 @@ TEST(WebGpuOps, ArgmaxAndTopnMatchCpuIncludingTies) {
   }
 }
 
+TEST(WebGpuOps, EntropyMatchesCpuOnLogitRowsSmallAndWide) {
+  FORGE_REQUIRE_WEBGPU();
+  for (const auto& [rows, n] :
+       {std::pair<int64_t, int64_t>{1, 1}, {4, 98}, {3, 1000}, {2, 50257}}) {
+    const auto x = random_pair({rows, n}, 130 + static_cast<uint32_t>(n));
+    EXPECT_LE(max_abs_diff(ops::entropy(x.cpu), ops::entropy(x.gpu)), kParity) << n;
+    // Sharp rows (large logits) are where a sum without the max subtracted overflows.
+    const Tensor sharp_cpu = ops::scale(x.cpu, 60.0f), sharp_gpu = ops::scale(x.gpu, 60.0f);
+    EXPECT_LE(max_abs_diff(ops::entropy(sharp_cpu), ops::entropy(sharp_gpu)), kParity) << n;
+  }
+}
+
 }  // namespace
 }  // namespace forge

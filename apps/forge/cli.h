@@ -51,5 +51,6 @@ void register_train(CLI::App& app);
 void register_convert(CLI::App& app);
 void register_serve(CLI::App& app);
 void register_top(CLI::App& app);
+void register_council(CLI::App& app);
 
 }  // namespace forge::cli

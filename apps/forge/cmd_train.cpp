@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 
 struct TrainArgs {
   CommonOptions common;
-  std::string corpus, out, tokenizer = "char", bpe_dir, config_file;
+  std::string corpus, out, tokenizer = "char", bpe_dir, config_file, init_from;
   train::TrainConfig config;
   train::DataParallelOptions data_parallel;
   bool resume = false;
@@ -67,6 +67,16 @@ void copy_bpe_files(const std::string& from, const std::string& out) {
   write_file(out + "/merges.txt", read_file(from + (hf ? "/merges.txt" : "/vocab.bpe")));
 }
 
+/// A fine-tune reads ids as its checkpoint does: the checkpoint's vocabulary (vocab.json, and
+/// merges.txt for BPE) goes into `out` unchanged.
+void copy_tokenizer_files(const std::string& from, const std::string& out) {
+  FORGE_CHECK(fs::exists(from + "/vocab.json"), "--init-from {}: no vocab.json there", from);
+  write_file(out + "/vocab.json", read_file(from + "/vocab.json"));
+  if (fs::exists(from + "/merges.txt")) {
+    write_file(out + "/merges.txt", read_file(from + "/merges.txt"));
+  }
+}
+
 std::string default_bpe_dir() {
   const std::string root = fs::path(FORGE_DEFAULT_MODEL).parent_path().parent_path().string();
   for (const std::string& dir :
@@ -98,10 +108,14 @@ void run_train(TrainArgs& args, CLI::App& cmd, train::DataParallel* dp) {
     corpus_path = nlohmann::json::parse(read_file(args.out + "/corpus.json")).at("path");
   }
   FORGE_CHECK(!corpus_path.empty(), "--corpus is required for a new run");
+  FORGE_CHECK(!args.resume || args.init_from.empty(),
+              "--init-from starts a new run; --resume continues one: give one of them");
   const std::string text = read_file(corpus_path);
   if (!args.resume && root) {
     fs::create_directories(args.out);
-    if (args.tokenizer == "char") {
+    if (!args.init_from.empty()) {
+      copy_tokenizer_files(args.init_from, args.out);
+    } else if (args.tokenizer == "char") {
       write_file(args.out + "/vocab.json", char_vocab_json(text));
     } else {
       copy_bpe_files(args.bpe_dir.empty() ? default_bpe_dir() : args.bpe_dir, args.out);
@@ -109,7 +123,8 @@ void run_train(TrainArgs& args, CLI::App& cmd, train::DataParallel* dp) {
     write_file(args.out + "/corpus.json",
                nlohmann::json{{"path", fs::absolute(corpus_path).string()},
                               {"bytes", text.size()},
-                              {"tokenizer", args.tokenizer}}
+                              {"tokenizer", args.init_from.empty() ? args.tokenizer : "init_from"},
+                              {"init_from", args.init_from}}
                        .dump(2) +
                    "\n");
   }
@@ -147,8 +162,19 @@ void run_train(TrainArgs& args, CLI::App& cmd, train::DataParallel* dp) {
       }
       config = train::TrainConfig::from_json(overrides, config);
     }
-    trainer = std::make_unique<train::Trainer>(config, tokenizer->vocab_size(), tokens, args.out,
-                                               device, dp);
+    if (args.init_from.empty()) {
+      trainer = std::make_unique<train::Trainer>(config, tokenizer->vocab_size(), tokens, args.out,
+                                                 device, dp);
+    } else {
+      Gpt2 model = Gpt2::load(args.init_from, device);
+      // The shape is the checkpoint's; a shape flag given explicitly must agree with it.
+      const Gpt2Config& m = model.config();
+      if (!cmd.count("--n-layer")) config.n_layer = m.n_layer;
+      if (!cmd.count("--n-head")) config.n_head = m.n_head;
+      if (!cmd.count("--n-embd")) config.n_embd = m.n_embd;
+      if (!cmd.count("--n-ctx")) config.n_ctx = m.n_ctx;
+      trainer = train::Trainer::from_model(config, std::move(model), tokens, args.out, dp);
+    }
   }
   const train::TrainConfig& c = trainer->config();
   const int64_t ranks = dp ? dp->size() : 1;
@@ -254,6 +280,12 @@ void register_train(CLI::App& app) {
                   "JSON file of training settings (keys as flags, "
                   "with _ for -); explicit flags override it");
   cmd->add_flag("--resume", args->resume, "continue the run checkpointed in --out exactly");
+  cmd->add_option("--init-from", args->init_from,
+                  "fine-tune: start from this model directory's weights, shape and vocabulary "
+                  "(new optimizer state)");
+  cmd->add_option("--freeze", c.freeze,
+                  "comma-separated parameters that get no update (wte, wpe, h.0, ln_f, ...)")
+      ->delimiter(',');
   cmd->add_option("--stop-after", args->stop_after, "pause (checkpointed) after this many steps");
   cmd->add_option("--n-layer", c.n_layer, "transformer blocks")->capture_default_str();
   cmd->add_option("--n-head", c.n_head, "attention heads")->capture_default_str();

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   forge::cli::register_convert(app);
   forge::cli::register_serve(app);
   forge::cli::register_top(app);
+  forge::cli::register_council(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -110,6 +110,7 @@ class Backend {
                                  const Tensor& cache_v, int64_t pos, float alpha) = 0;
   virtual void argmax(const Tensor& out_ids, const Tensor& x) = 0;
   virtual void topn(const Tensor& out_ids, const Tensor& out_values, const Tensor& x) = 0;
+  virtual void entropy(const Tensor& out, const Tensor& x) = 0;
 
   // Training kernels (contracts in ops/train_ops.h). The defaults throw, so a backend compiles
   // before it has them; unimplemented() names the op and the backend.

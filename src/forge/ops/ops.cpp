@@ -258,6 +258,15 @@ Tensor argmax(const Tensor& x) {
   return out;
 }
 
+Tensor entropy(const Tensor& x) {
+  check_f32(x, "entropy", "x");
+  check_contiguous(x, "entropy", "x");
+  FORGE_CHECK(x.rank() == 2 && x.dim(1) > 0, "entropy: x must be [r, n], got {}", x.describe());
+  Tensor out = Tensor::empty({x.dim(0)}, DType::F32, x.device());
+  backend_of(x).entropy(out, x);
+  return out;
+}
+
 TopN topn(const Tensor& x, int64_t n) {
   check_f32(x, "topn", "x");
   check_contiguous(x, "topn", "x");

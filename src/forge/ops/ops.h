@@ -69,6 +69,9 @@ Tensor attention_prefill(const Tensor& qkv, const Tensor& cache_k, const Tensor&
 
 /// x [r, n] → u32 [r]: index of each row's maximum (the first on ties).
 Tensor argmax(const Tensor& x);
+/// x [r, n] → f32 [r]: the entropy in nats of each row's softmax, −Σ p·log p (0 for a
+/// certain row, log n for a uniform one).
+Tensor entropy(const Tensor& x);
 struct TopN {
   Tensor ids;     // u32 [r, n]
   Tensor values;  // f32 [r, n], descending; ties keep the lower index first

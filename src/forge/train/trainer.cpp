@@ -7,6 +7,7 @@
 #include <limits>
 #include <optional>
 #include <sstream>
+#include <string_view>
 
 #include "forge/core/error.h"
 #include "forge/core/random.h"
@@ -72,12 +73,22 @@ nlohmann::json TrainConfig::to_json() const {
           {"eval_batches", eval_batches},
           {"log_interval", log_interval},
           {"val_fraction", val_fraction},
-          {"seed", seed}};
+          {"seed", seed},
+          {"freeze", freeze}};
 }
 
 TrainConfig TrainConfig::from_json(const nlohmann::json& j, TrainConfig c) {
   FORGE_CHECK(j.is_object(), "training config must be a JSON object, got {}", j.type_name());
   for (const auto& [key, value] : j.items()) {
+    if (key == "freeze") {
+      FORGE_CHECK(value.is_array(), "training config: freeze must be an array of names");
+      c.freeze.clear();
+      for (const auto& name : value) {
+        FORGE_CHECK(name.is_string(), "training config: freeze must be an array of names");
+        c.freeze.push_back(name);
+      }
+      continue;
+    }
     FORGE_CHECK(value.is_number(), "training config: {} must be a number", key);
     if (key == "n_layer")
       c.n_layer = value;
@@ -151,6 +162,26 @@ float TrainConfig::lr_at(int64_t s) const {
   return static_cast<float>(min_lr + 0.5 * (lr - min_lr) * (1.0 + std::cos(M_PI * progress)));
 }
 
+std::vector<bool> frozen_parameters(const Gpt2& model, const std::vector<std::string>& names) {
+  const std::vector<Gpt2Parameter> params = model.parameters();
+  std::vector<bool> frozen(params.size(), false);
+  for (const std::string& name : names) {
+    bool found = false;
+    for (size_t i = 0; i < params.size(); ++i) {
+      std::string_view have = params[i].name;
+      if (have.starts_with("transformer."))
+        have.remove_prefix(std::string_view("transformer.").size());
+      if (have == name ||
+          (have.starts_with(name) && have.size() > name.size() && have[name.size()] == '.')) {
+        frozen[i] = found = true;
+      }
+    }
+    FORGE_CHECK(found, "--freeze: {} names no parameter (e.g. wte, wpe, h.0, h.0.attn, ln_f)",
+                name);
+  }
+  return frozen;
+}
+
 Trainer::Trainer(TrainConfig config, std::vector<uint32_t> tokens, std::string out_dir,
                  std::unique_ptr<Gpt2> model, DataParallel* dp)
     : config_(config),
@@ -177,14 +208,42 @@ Trainer::Trainer(TrainConfig config, int64_t vocab_size, std::vector<uint32_t> t
               std::make_unique<Gpt2>(Gpt2::init_random(
                   (config.validate(), model_config(config, vocab_size)), config.seed, device)),
               dp) {
+  start_log();
+}
+
+std::unique_ptr<Trainer> Trainer::from_model(TrainConfig config, Gpt2 model,
+                                             std::vector<uint32_t> tokens, std::string out_dir,
+                                             DataParallel* dp) {
+  const Gpt2Config& m = model.config();
+  FORGE_CHECK(config.n_layer == m.n_layer && config.n_head == m.n_head &&
+                  config.n_embd == m.n_embd && config.n_ctx == m.n_ctx,
+              "fine-tuning a model of {} layers × {} heads × {} wide, context {}, with a config "
+              "of {} × {} × {}, context {}",
+              m.n_layer, m.n_head, m.n_embd, m.n_ctx, config.n_layer, config.n_head, config.n_embd,
+              config.n_ctx);
+  std::unique_ptr<Trainer> t(new Trainer(config, std::move(tokens), std::move(out_dir),
+                                         std::make_unique<Gpt2>(std::move(model)), dp));
+  t->start_log();
+  return t;
+}
+
+void Trainer::start_log() {
   if (!writes_files()) return;
   fs::create_directories(out_dir_);
   write_text(out_dir_ + "/train_log.csv", kLogHeader);
 }
 
 void Trainer::make_optimizer() {
+  const std::vector<Gpt2Parameter> params = model_->parameters();
+  const std::vector<bool> frozen = frozen_parameters(*model_, config_.freeze);
   std::vector<optim::ParamRef> refs;
-  for (const Gpt2Parameter& p : model_->parameters()) refs.push_back({p.name, p.tensor, p.decay});
+  trainable_.clear();
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (frozen[i]) continue;
+    trainable_.push_back(i);
+    refs.push_back({params[i].name, params[i].tensor, params[i].decay});
+  }
+  FORGE_CHECK(!refs.empty(), "--freeze leaves no parameter to train");
   adamw_ = std::make_unique<optim::AdamW>(
       refs, optim::AdamWOptions{.beta1 = config_.beta1,
                                 .beta2 = config_.beta2,
@@ -272,8 +331,10 @@ double Trainer::train_step() {
     loss += model_->loss_grads(inputs, targets, config_.batch, grads, options);
   }
   if (sync) loss = sync->finish(loss);
-  const optim::GradNorm clip = optim::clip_grad_norm(grads, config_.grad_clip);
-  adamw_->step(grads, config_.lr_at(step_), clip.coefficient);
+  std::vector<Tensor> trainable;  // the frozen parameters' gradients are dropped here
+  for (size_t i : trainable_) trainable.push_back(i < grads.size() ? grads[i] : Tensor());
+  const optim::GradNorm clip = optim::clip_grad_norm(trainable, config_.grad_clip);
+  adamw_->step(trainable, config_.lr_at(step_), clip.coefficient);
   ++step_;
   return loss / static_cast<double>(config_.accumulation);
 }

@@ -36,15 +36,23 @@ struct TrainConfig {
   int64_t eval_interval = 100, eval_batches = 8, log_interval = 10;
   double val_fraction = 0.1;
   uint64_t seed = 1337;
+  // Parameters that get no update (frozen_parameters() says how names match).
+  std::vector<std::string> freeze;
 
   nlohmann::json to_json() const;
   /// Fields absent from `j` keep their values in `base`; unknown keys are an error naming them.
+  /// Every field is a number except freeze, an array of strings.
   static TrainConfig from_json(const nlohmann::json& j, TrainConfig base);
   /// Throws forge::Error naming the first field out of range.
   void validate() const;
   /// The learning rate at step s (0-based).
   float lr_at(int64_t step) const;
 };
+
+/// Which of model.parameters() `names` freeze: a name selects the parameters whose HF name,
+/// without the "transformer." prefix, is the name or starts with it and a dot ("wte" is
+/// wte.weight, "h.0" all of block 0). Throws forge::Error naming a name that selects nothing.
+std::vector<bool> frozen_parameters(const Gpt2& model, const std::vector<std::string>& names);
 
 /// What a finished (or paused) run reports.
 struct TrainSummary {
@@ -63,6 +71,8 @@ struct Progress {
 /// Trains a model on `tokens` (split into train and validation by val_fraction, validation
 /// last) and writes into `out_dir`:
 ///   config.json, model.safetensors   the best model by validation loss (HF layout)
+/// Frozen parameters (config.freeze) get no update: their gradients are dropped before the
+/// grad-norm clip and AdamW neither moves nor decays them.
 ///   train_log.csv, loss.png/.svg     step, lr, losses, throughput; the curve (loss_plot.h)
 ///   checkpoint/                      the latest state: model, optimizer.safetensors
 ///                                    (adam.m.*, adam.v.*, step), train_state.json
@@ -73,6 +83,11 @@ class Trainer {
   /// is one rank of a data-parallel run (distributed.h); only rank 0 writes files.
   Trainer(TrainConfig config, int64_t vocab_size, std::vector<uint32_t> tokens, std::string out_dir,
           const Device& device, DataParallel* dp = nullptr);
+  /// A fine-tune: starts from `model`'s weights with a new optimizer state at step 0. The
+  /// config's n_layer, n_head, n_embd and n_ctx must be the model's.
+  static std::unique_ptr<Trainer> from_model(TrainConfig config, Gpt2 model,
+                                             std::vector<uint32_t> tokens, std::string out_dir,
+                                             DataParallel* dp = nullptr);
   /// Continues the run whose checkpoint is in out_dir/checkpoint; `steps` > 0 replaces the
   /// total step count (the schedule then stretches to it).
   static std::unique_ptr<Trainer> resume(std::vector<uint32_t> tokens, std::string out_dir,
@@ -96,6 +111,9 @@ class Trainer {
           std::unique_ptr<Gpt2> model, DataParallel* dp);
   /// Rank 0 of a data-parallel run, or a run of one process: the one that writes files.
   bool writes_files() const;
+  /// Writes the log's header (a new run; rank 0 only).
+  void start_log();
+  /// AdamW over the parameters config.freeze leaves trainable.
   void make_optimizer();
   /// Windows of n_ctx + 1 tokens starting at `starts`, as (inputs, targets).
   void windows(const std::vector<int64_t>& starts, std::vector<uint32_t>& inputs,
@@ -112,6 +130,7 @@ class Trainer {
   std::string out_dir_;
   std::unique_ptr<Gpt2> model_;
   std::unique_ptr<optim::AdamW> adamw_;
+  std::vector<size_t> trainable_;  // indices into model_->parameters() that AdamW updates
   int64_t step_ = 0;
   double best_val_ = 0;
   double wall_before_ = 0;  // training time of earlier sessions of this run

@@ -186,6 +186,9 @@ class CpuBackend final : public Backend {
   void argmax(const Tensor& out_ids, const Tensor& x) override {
     cpu::argmax(pool_, out_ids.u32(), f(x), x.dim(0), x.dim(1));
   }
+  void entropy(const Tensor& out, const Tensor& x) override {
+    cpu::ref::entropy(f(out), f(x), x.dim(0), x.dim(1));
+  }
   void topn(const Tensor& out_ids, const Tensor& out_values, const Tensor& x) override {
     cpu::ref::topn(out_ids.u32(), f(out_values), f(x), x.dim(0), x.dim(1), out_ids.dim(1));
   }

@@ -126,6 +126,22 @@ void argmax(uint32_t* out, const float* x, int64_t r, int64_t n) {
   }
 }
 
+void entropy(float* out, const float* x, int64_t r, int64_t n) {
+  for (int64_t i = 0; i < r; ++i) {
+    const float* row = x + i * n;
+    float m = row[0];
+    for (int64_t j = 1; j < n; ++j) m = std::max(m, row[j]);
+    // p = exp(x − m) / s, so −Σ p·log p = log s − Σ exp(x − m)·(x − m) / s.
+    double s = 0.0, t = 0.0;
+    for (int64_t j = 0; j < n; ++j) {
+      const double d = static_cast<double>(row[j]) - m;
+      s += std::exp(d);
+      t += std::exp(d) * d;
+    }
+    out[i] = static_cast<float>(std::log(s) - t / s);
+  }
+}
+
 void topn(uint32_t* ids, float* values, const float* x, int64_t r, int64_t n, int64_t k) {
   std::vector<uint32_t> order(n);
   for (int64_t i = 0; i < r; ++i) {

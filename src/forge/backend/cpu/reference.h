@@ -46,6 +46,8 @@ void split_heads(float* q, float* k, float* v, const float* qkv, int64_t batch, 
 void merge_heads(float* out, const float* heads, int64_t batch, int64_t t, int64_t h, int64_t d);
 /// x [r, n] → out [r]: first index of each row's maximum.
 void argmax(uint32_t* out, const float* x, int64_t r, int64_t n);
+/// x [r, n] → out [r]: the entropy in nats of each row's softmax, −Σ p·log p.
+void entropy(float* out, const float* x, int64_t r, int64_t n);
 /// x [r, n] → the k largest per row, descending, lower index first on ties.
 void topn(uint32_t* ids, float* values, const float* x, int64_t r, int64_t n, int64_t k);
 

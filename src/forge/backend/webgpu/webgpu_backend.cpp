@@ -379,6 +379,19 @@ class WebGpuBackend final : public Backend {
                });
   }
 
+  void entropy(const Tensor& out, const Tensor& x) override {
+    const int64_t n = x.dim(1);
+    const View vo = view(out);
+    row_chunks(x.dim(0), n, {&x},
+               [&, r0 = int64_t{0}](const std::vector<View>& v, int64_t rows) mutable {
+                 struct {
+                   uint32_t rows, n, off_out, off_x;
+                 } p{u32(rows), u32(n), u32(vo.offset + r0), v[0].offset};
+                 run("entropy", "rw", {v[0].binding, vo.binding}, p, grid(rows, 1));
+                 r0 += rows;
+               });
+  }
+
   void topn(const Tensor& out_ids, const Tensor& out_values, const Tensor& x) override {
     const int64_t n = x.dim(1), k = out_ids.dim(1);
     const View vi = view(out_ids), vv = view(out_values);

@@ -23,24 +23,32 @@ uint32_t Sampler::sample(const Tensor& logits) {
               "sampler expects one logits row [1, vocab], got {}", logits.describe());
   if (greedy()) return ops::argmax(logits).to_ids()[0];
 
-  // Candidates in descending logit order: the device's top-k, or the whole row sorted here.
-  std::vector<uint32_t> ids;
-  std::vector<float> values;
-  const int64_t vocab = logits.dim(1);
-  if (options_.top_k > 0 && options_.top_k < vocab) {
+  // The device's top-k reads back k candidates; without top-k the whole row is needed anyway.
+  if (options_.top_k > 0 && options_.top_k < logits.dim(1)) {
     const ops::TopN top = ops::topn(logits, options_.top_k);
-    ids = top.ids.to_ids();
-    values = top.values.to_floats();
-  } else {
-    const std::vector<float> row = logits.to_floats();
-    ids.resize(vocab);
-    std::iota(ids.begin(), ids.end(), 0u);
-    std::stable_sort(ids.begin(), ids.end(),
-                     [&](uint32_t a, uint32_t b) { return row[a] > row[b]; });
-    values.resize(vocab);
-    for (int64_t i = 0; i < vocab; ++i) values[i] = row[ids[i]];
+    return draw(top.ids.to_ids(), top.values.to_floats());
   }
+  return sample(std::span<const float>(logits.to_floats()));
+}
 
+uint32_t Sampler::sample(std::span<const float> row) {
+  FORGE_CHECK(!row.empty(), "sampler expects a logits row of at least one value");
+  const int64_t vocab = static_cast<int64_t>(row.size());
+  std::vector<uint32_t> ids(vocab);
+  std::iota(ids.begin(), ids.end(), 0u);
+  if (greedy()) {
+    return *std::max_element(ids.begin(), ids.end(),
+                             [&](uint32_t a, uint32_t b) { return row[a] < row[b]; });
+  }
+  // Candidates in descending logit order, as the device's topn orders them.
+  std::stable_sort(ids.begin(), ids.end(), [&](uint32_t a, uint32_t b) { return row[a] > row[b]; });
+  if (options_.top_k > 0 && options_.top_k < vocab) ids.resize(options_.top_k);
+  std::vector<float> values(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) values[i] = row[ids[i]];
+  return draw(ids, values);
+}
+
+uint32_t Sampler::draw(const std::vector<uint32_t>& ids, const std::vector<float>& values) {
   std::vector<double> probs(ids.size());
   double sum = 0.0;
   for (size_t i = 0; i < ids.size(); ++i) {

