@@ -2,7 +2,9 @@
 # Packs what a GPU machine without Debian's libraries needs to run Forge's binaries into
 # .device/bundle.tar.xz (git-ignored): the CLI and benchmarks, Dawn, the Vulkan loader, and the
 # shared libraries the binaries link. Run after scripts/build.sh; carry `.device` to the machine
-# and run tools/device/h200.sh there.
+# and run tools/device/h200.sh there. `--no-mpi` leaves Open MPI out (about 6 MB) for a run that
+# needs no data parallelism, since what travels to the machine is limited.
+#   tools/device/bundle.sh [--no-mpi]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build="${FORGE_BUILD_DIR:-$root/build}"
@@ -26,7 +28,7 @@ cp /usr/share/terminfo/x/xterm-256color "$stage/bin/terminfo/x/" 2>/dev/null ||
 # has the MPI plugin: mpirun, the plugin, Open MPI's libraries, components and help texts, and
 # PMIx, under mpi/usr as Debian lays them out; OPAL_PREFIX relocates them on the machine.
 dirs=bin
-if [ -f "$build/libforge_mpi.so" ] && command -v ompi_info >/dev/null; then
+if [ "${1:-}" != "--no-mpi" ] && [ -f "$build/libforge_mpi.so" ] && command -v ompi_info >/dev/null; then
   cp "$build/libforge_mpi.so" "$stage/bin/"
   [ -x "$build/bench/bench_allreduce" ] && cp "$build/bench/bench_allreduce" "$stage/bin/"
   mpi="$stage/mpi/usr"

@@ -8,10 +8,9 @@
 #   3. each converted to a 4-bit compact checkpoint (group 128: the four stay under 7 MB);
 #   4. the 4×4 table: every expert's validation loss on every era's held-out part;
 #   5. a council step's tokens/s against one expert's step.
-# Eras: each era's text is split by bytes at line ends; an expert trains on its era's file with
-# --val-fraction 0.1 (the trainer's held-out tail); the ancestor trains on the first 88 % of each
-# era, so it never sees any expert's held-out tail; the table scores the last 5 % of each era,
-# inside that tail.
+# Eras: an expert trains on its era's file with --val-fraction 0.1 (the trainer's held-out tail);
+# the ancestor trains on the first 88 % of each era, so it never sees any expert's held-out tail;
+# the table scores the last 5 % of each era, inside that tail (--prepare cuts them here).
 #
 #   here:        bash tools/device/bundle.sh && bash tools/device/council_experts.sh --prepare
 #   on the GPU:  bash tools/device/council_experts.sh OUT_DIR
@@ -33,6 +32,24 @@ if [ "${1:-}" = "--prepare" ]; then
       if [ "$y" -ge "$first" ] && [ "$y" -le "$last" ]; then tr -d '\r' < "$f"; printf '\n\n'; fi
     done > "$stage/$name.txt"
   done <<< "$eras"
+  # The ancestor's corpus (the first 88 % of each era) and the scored validation parts (the last
+  # 5 %), cut at line ends. The ancestor's characters are the experts' vocabulary, so a character
+  # that occurs only outside it (a few accented letters) is dropped from every era.
+  python3 - "$stage" $(cut -d' ' -f1 <<< "$eras") <<'PY'
+import sys, pathlib
+stage, names = pathlib.Path(sys.argv[1]), sys.argv[2:]
+texts = {n: (stage / f"{n}.txt").read_text(encoding="utf-8") for n in names}
+def cut(text, fraction):
+    at = text.rfind("\n", 0, int(len(text) * fraction))
+    return at + 1 if at >= 0 else 0
+ancestor = "".join(texts[n][: cut(texts[n], 0.88)] for n in names)
+keep = set(ancestor)
+for n in names:
+    text = "".join(c for c in texts[n] if c in keep)
+    (stage / f"{n}.txt").write_text(text, encoding="utf-8")
+    (stage / f"{n}.val.txt").write_text(text[cut(text, 0.95):], encoding="utf-8")
+(stage / "ancestor.txt").write_text(ancestor, encoding="utf-8")
+PY
   mkdir -p "$root/.device"
   tar -C "$stage" -cJf "$root/.device/council-eras.tar.xz" .
   rm -rf "$stage"
@@ -54,18 +71,9 @@ work=/tmp/council && rm -rf "$work" && mkdir -p "$work/eras"
 tar -C "$work/eras" -xJf "$root/.device/council-eras.tar.xz"
 start=$(date +%s)
 
-# The ancestor's corpus and the scored validation parts, cut at line ends.
-: > "$work/ancestor.txt"
-while read -r name _ _; do
-  f="$work/eras/$name.txt"
-  bytes=$(stat -c %s "$f")
-  head -c $((bytes * 88 / 100)) "$f" | sed '$d' >> "$work/ancestor.txt"
-  tail -c $((bytes * 5 / 100)) "$f" | sed '1d' > "$work/eras/$name.val.txt"
-done <<< "$eras"
-
-shape="--n-layer 4 --n-head 4 --n-embd 256 --n-ctx 256 --batch 32 --seed 1337 --log-interval 25"
-timeout "${ANCESTOR_SECONDS:-80}" "$bin/forge" train --backend webgpu --corpus "$work/ancestor.txt" \
-  --out "$work/ancestor" $shape --steps "${ANCESTOR_STEPS:-2000}" --warmup-steps 100 --lr 2e-3 \
+shape="--n-layer 4 --n-head 4 --n-embd 256 --n-ctx 256 --batch ${BATCH:-32} --seed 1337 --log-interval 25"
+timeout "${ANCESTOR_SECONDS:-110}" "$bin/forge" train --backend webgpu --corpus "$work/eras/ancestor.txt" \
+  --out "$work/ancestor" $shape --steps "${ANCESTOR_STEPS:-1500}" --warmup-steps 100 --lr 2e-3 \
   --min-lr 2e-4 --dropout 0.1 --val-fraction 0.02 --eval-interval 250 --eval-batches 8 \
   2>&1 | tr '\r' '\n' | grep -E "val|rror|forge train" > "$out/ancestor.stdout.txt"
 echo "ancestor: $(( $(date +%s) - start )) s" | tee -a "$out/times.txt"
@@ -73,9 +81,9 @@ cp "$work/ancestor/train_log.csv" "$out/ancestor.train_log.csv"
 
 pids=""
 while read -r name _ _; do
-  timeout "${EXPERT_SECONDS:-90}" "$bin/forge" train --backend webgpu --corpus "$work/eras/$name.txt" \
+  timeout "${EXPERT_SECONDS:-100}" "$bin/forge" train --backend webgpu --corpus "$work/eras/$name.txt" \
     --out "$work/$name" --init-from "$work/ancestor" --freeze wte,wpe $shape \
-    --steps "${EXPERT_STEPS:-500}" --warmup-steps 50 --lr 6e-4 --min-lr 6e-5 --dropout 0.1 \
+    --steps "${EXPERT_STEPS:-400}" --warmup-steps 50 --lr 6e-4 --min-lr 6e-5 --dropout 0.1 \
     --val-fraction 0.1 --eval-interval 100 --eval-batches 8 \
     > "$out/$name.stdout.txt" 2>&1 &
   pids="$pids $!"
