@@ -1,5 +1,6 @@
 // forge bench: prefill and decode speed, against the memory-bandwidth bound measured in the
 // same run (decode of one token must read every weight once).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include "forge/core/backend.h"
 #include "forge/core/error.h"
 #include "forge/core/random.h"
+#include "forge/models/gpt2/generate.h"
 
 namespace forge::cli {
 namespace {
@@ -21,6 +23,7 @@ struct BenchArgs {
   int64_t prompt_tokens = 128;
   int64_t decode_tokens = 128;
   int repeats = 3;
+  int64_t steps_in_flight = 0;
   uint64_t seed = 1;
   Gpt2Config shape;  // of the random model
 };
@@ -47,7 +50,10 @@ void run_bench(const BenchArgs& args) {
     prompt[i] = static_cast<uint32_t>(hash64(args.seed, i) % static_cast<uint64_t>(c.vocab_size));
   }
 
-  // Each step is one dispatch scope, as in forge::generate: one submit per token on a GPU.
+  // The prefill is one dispatch scope; decoding goes as forge::generate's greedy decoding does,
+  // `in_flight` steps to a submit.
+  const int64_t in_flight =
+      args.steps_in_flight > 0 ? args.steps_in_flight : default_steps_in_flight(device);
   const auto next = [&](const Tensor& hidden) {
     return ops::argmax(model.logits_from_hidden(hidden.rows(hidden.dim(0) - 1, hidden.dim(0))))
         .to_ids()[0];
@@ -67,9 +73,10 @@ void run_bench(const BenchArgs& args) {
     prefill_ms = std::min(prefill_ms, now_ms() - t0);
     const Counters before = device.backend().counters();
     t0 = now_ms();
-    for (int64_t i = 0; i < args.decode_tokens; ++i) {
-      DispatchScope scope(device);
-      id = next(model.hidden_step(cache, id));
+    for (int64_t done = 0; done < args.decode_tokens;) {
+      const int64_t n = std::min(in_flight, args.decode_tokens - done);
+      id = greedy_steps(model, cache, id, n).back();
+      done += n;
     }
     decode_ms = std::min(decode_ms, now_ms() - t0);
     const Counters after = device.backend().counters();
@@ -90,6 +97,7 @@ void run_bench(const BenchArgs& args) {
       {"parameters", model.num_parameters()},
       {"prompt_tokens", args.prompt_tokens},
       {"decode_tokens", args.decode_tokens},
+      {"steps_in_flight", in_flight},
       {"prefill_ms", prefill_ms},
       {"prefill_ms_per_token", prefill_ms / static_cast<double>(args.prompt_tokens)},
       {"prefill_tokens_per_s", 1000.0 * args.prompt_tokens / prefill_ms},
@@ -127,9 +135,9 @@ void run_bench(const BenchArgs& args) {
               static_cast<long long>(args.prompt_tokens), prefill_ms,
               prefill_ms / static_cast<double>(args.prompt_tokens),
               1000.0 * args.prompt_tokens / prefill_ms);
-  std::printf("decode    %lld tokens: %.3f ms/token (%.1f tokens/s)\n",
-              static_cast<long long>(args.decode_tokens), decode_per_token,
-              1000.0 / decode_per_token);
+  std::printf("decode    %lld tokens, %lld in flight: %.3f ms/token (%.1f tokens/s)\n",
+              static_cast<long long>(args.decode_tokens), static_cast<long long>(in_flight),
+              decode_per_token, 1000.0 / decode_per_token);
   std::printf(
       "counters  per decode token: %.1f dispatches, %.2f submits, %.2f new buffers, "
       "%.2f readbacks\n",
@@ -157,6 +165,10 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--decode-tokens", args->decode_tokens, "tokens to decode")
       ->capture_default_str();
   cmd->add_option("--repeats", args->repeats, "runs; the best is reported")->capture_default_str();
+  cmd->add_option("--steps-in-flight", args->steps_in_flight,
+                  "greedy decode steps per GPU submit (0: the backend's choice)")
+      ->check(CLI::Range(0, 256))
+      ->capture_default_str();
   cmd->add_option("--n-layer", args->shape.n_layer, "random model: layers")->capture_default_str();
   cmd->add_option("--n-head", args->shape.n_head, "random model: heads")->capture_default_str();
   cmd->add_option("--n-embd", args->shape.n_embd, "random model: width")->capture_default_str();

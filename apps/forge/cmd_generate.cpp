@@ -95,6 +95,10 @@ void register_generate(CLI::App& app) {
   cmd->add_flag("--sliding-window", args->options.sliding_window,
                 "when the context fills, keep its last half and go on");
   cmd->add_flag("--ignore-eos", args->no_eos_stop, "do not stop at the end-of-text token");
+  cmd->add_option("--steps-in-flight", args->options.steps_in_flight,
+                  "greedy steps per GPU submit, ids read back together (0: the backend's choice)")
+      ->check(CLI::Range(0, 256))
+      ->capture_default_str();
   cmd->callback([args, cmd] {
     args->prompt_given = cmd->count("--prompt") > 0;
     args->prompt_ids_given = cmd->count("--prompt-ids") > 0;

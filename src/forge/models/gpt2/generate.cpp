@@ -1,10 +1,13 @@
 #include "forge/models/gpt2/generate.h"
 
+#include <algorithm>
 #include <chrono>
+#include <deque>
 #include <memory>
 
 #include "forge/core/backend.h"
 #include "forge/core/error.h"
+#include "forge/ops/ops.h"
 
 namespace forge {
 namespace {
@@ -69,6 +72,29 @@ const char* stop_reason_name(StopReason reason) {
   return "unknown";
 }
 
+std::vector<uint32_t> greedy_steps(const Gpt2& model, KvCache& cache, uint32_t id, int64_t count) {
+  FORGE_CHECK(count >= 1 && cache.length + count <= model.config().n_ctx,
+              "{} greedy steps after {} cached tokens exceed the context of {}", count,
+              cache.length, model.config().n_ctx);
+  model.check_ids(std::span(&id, 1));
+  DispatchScope scope(model.device());
+  std::vector<Tensor> chosen;
+  Tensor next = Tensor::from_ids({id}, {1}, model.device());
+  for (int64_t i = 0; i < count; ++i) {
+    next = ops::argmax(model.logits_from_hidden(model.hidden_step(cache, next)));
+    chosen.push_back(next);
+  }
+  std::vector<uint32_t> ids(chosen.size());
+  std::vector<TensorRead> reads;
+  for (size_t i = 0; i < chosen.size(); ++i) reads.push_back({chosen[i], &ids[i]});
+  read_together(reads);
+  return ids;
+}
+
+int64_t default_steps_in_flight(const Device& device) {
+  return device.backend().kind() == BackendKind::WebGpu ? 8 : 1;
+}
+
 GenerateResult generate(const Gpt2& model, const Tokenizer* tokenizer,
                         std::span<const uint32_t> prompt, const GenerateOptions& options,
                         const TokenCallback& on_token) {
@@ -78,6 +104,8 @@ GenerateResult generate(const Gpt2& model, const Tokenizer* tokenizer,
               "prompt of {} tokens exceeds the model's context of {} tokens", prompt.size(),
               config.n_ctx);
   FORGE_CHECK(options.max_tokens >= 0, "max tokens must be ≥ 0, got {}", options.max_tokens);
+  FORGE_CHECK(options.steps_in_flight >= 0 && options.steps_in_flight <= 256,
+              "steps in flight must be in [0, 256], got {}", options.steps_in_flight);
   FORGE_CHECK(options.stop_strings.empty() || tokenizer != nullptr,
               "stop strings need a tokenizer");
   for (const std::string& s : options.stop_strings) FORGE_CHECK(!s.empty(), "empty stop string");
@@ -101,6 +129,12 @@ GenerateResult generate(const Gpt2& model, const Tokenizer* tokenizer,
   const auto choose = [&](const Tensor& hidden) {
     return sampler.sample(model.logits_from_hidden(last_row(hidden)));
   };
+  int64_t in_flight = options.steps_in_flight;
+  if (in_flight == 0) in_flight = default_steps_in_flight(model.device());
+  if (!sampler.greedy()) in_flight = 1;
+  // Ids chosen on the device and read back, not yet taken by the loop below.
+  std::deque<uint32_t> ahead;
+
   uint32_t id = 0;
   {
     DispatchScope scope(model.device());
@@ -129,7 +163,13 @@ GenerateResult generate(const Gpt2& model, const Tokenizer* tokenizer,
       result.reason = StopReason::StopString;
       break;
     }
-    if (static_cast<int64_t>(result.ids.size()) == options.max_tokens) break;
+    const int64_t wanted = options.max_tokens - static_cast<int64_t>(result.ids.size());
+    if (wanted == 0) break;
+    if (!ahead.empty()) {
+      id = ahead.front();
+      ahead.pop_front();
+      continue;
+    }
     if (cache.length == config.n_ctx) {
       if (!options.sliding_window) {
         result.reason = StopReason::ContextFull;
@@ -140,6 +180,12 @@ GenerateResult generate(const Gpt2& model, const Tokenizer* tokenizer,
       const std::span<const uint32_t> tail(context.data() + context.size() - keep, keep);
       DispatchScope scope(model.device());
       id = choose(model.prefill(cache, tail));
+    } else if (in_flight > 1) {
+      const std::vector<uint32_t> ids = greedy_steps(
+          model, cache, id, std::min({in_flight, wanted, config.n_ctx - cache.length}));
+      ahead.assign(ids.begin(), ids.end());
+      id = ahead.front();
+      ahead.pop_front();
     } else {
       DispatchScope scope(model.device());
       id = choose(model.hidden_step(cache, id));

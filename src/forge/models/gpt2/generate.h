@@ -1,4 +1,5 @@
-// Text generation with the KV cache: prefill the prompt once, then one cached step per token.
+// Text generation with the KV cache: prefill the prompt once, then one cached step per token
+// (greedy steps several to a submit on a GPU).
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,12 @@ struct GenerateOptions {
   /// When the context fills: false stops with StopReason::ContextFull; true keeps the last half
   /// of the context, re-prefills it and goes on (positions restart, so quality drops a little).
   bool sliding_window = false;
+  /// Greedy steps recorded into one submit, each step's argmax feeding the next step's embedding
+  /// on the device, their ids read back together; the host checks stop conditions as the ids
+  /// arrive and discards the steps past a stop. 0 picks the backend's: 8 on WebGPU (a round
+  /// trip per token is most of a small step's cost), 1 on the CPU (a round trip costs nothing
+  /// there, a step past a stop would be wasted work). Sampling always goes a step at a time.
+  int64_t steps_in_flight = 0;
 };
 
 enum class StopReason { MaxTokens, Eos, StopString, ContextFull, Callback };
@@ -41,6 +48,13 @@ struct GenerateResult {
 /// Returning false stops generation.
 inline constexpr uint32_t kNoToken = 0xFFFFFFFFu;
 using TokenCallback = std::function<bool(uint32_t id, std::string_view text)>;
+
+/// `count` greedy steps from `id` (not yet in the cache) in one submit, each step's argmax
+/// feeding the next step's embedding on the device; the chosen ids come back in one read.
+/// The cache must have room for `count` more tokens.
+std::vector<uint32_t> greedy_steps(const Gpt2& model, KvCache& cache, uint32_t id, int64_t count);
+/// GenerateOptions::steps_in_flight's 0: 8 on WebGPU, 1 on the CPU.
+int64_t default_steps_in_flight(const Device& device);
 
 /// The prompt must hold 1 … n_ctx valid ids. `tokenizer` may be null (no text, no stop strings).
 GenerateResult generate(const Gpt2& model, const Tokenizer* tokenizer,

@@ -263,19 +263,25 @@ nn::Var Gpt2::project_residual(const nn::Linear& proj, const nn::Var& h, const n
 
 nn::Var Gpt2::run(std::span<const uint32_t> ids, int64_t batch, KvCache* cache, Pass& pass) const {
   FORGE_CHECK(!ids.empty(), "empty input: at least one token is needed");
-  FORGE_CHECK(batch > 0 && ids.size() % batch == 0, "{} tokens do not fold into {} sequences",
-              ids.size(), batch);
+  check_ids(ids);
+  const Tensor id_tensor = Tensor::from_ids(std::vector<uint32_t>(ids.begin(), ids.end()),
+                                            {int64_t(ids.size())}, device_);
+  return run(id_tensor, batch, cache, pass);
+}
+
+nn::Var Gpt2::run(const Tensor& ids, int64_t batch, KvCache* cache, Pass& pass) const {
+  FORGE_CHECK(ids.dtype() == DType::U32 && ids.rank() == 1 && ids.numel() > 0,
+              "token ids must be a non-empty [n] U32 tensor, got {}", ids.describe());
+  const int64_t n = ids.numel();
+  FORGE_CHECK(batch > 0 && n % batch == 0, "{} tokens do not fold into {} sequences", n, batch);
   FORGE_CHECK(!cache || batch == 1, "the KV cache holds a single sequence");
   FORGE_CHECK(!cache || !pass.tape, "the KV cache is for inference: a training pass has none");
-  check_ids(ids);
-  const int64_t t = static_cast<int64_t>(ids.size()) / batch;
+  const int64_t t = n / batch;
   const int64_t pos = cache ? cache->length : 0;
   FORGE_CHECK(pos + t <= config_.n_ctx, "{} tokens after {} cached exceed the context of {} tokens",
               t, pos, config_.n_ctx);
   if (pass.trace) pass.trace->clear();
-  const Tensor id_tensor =
-      Tensor::from_ids(std::vector<uint32_t>(ids.begin(), ids.end()), {batch * t}, device_);
-  nn::Var x = pass.drop(embed_(id_tensor, t, pos, pass.tape));
+  nn::Var x = pass.drop(embed_(ids, t, pos, pass.tape));
   for (size_t l = 0; l < blocks_.size(); ++l) {
     const Gpt2Block& b = blocks_[l];
     x = project_residual(b.attn_proj, attention(b, b.ln_1(x), batch, cache, l, pass), x, pass);
@@ -306,6 +312,12 @@ Tensor Gpt2::prefill(KvCache& cache, std::span<const uint32_t> ids, AttentionTra
 
 Tensor Gpt2::hidden_step(KvCache& cache, uint32_t id, AttentionTrace* trace) const {
   return run_inference(std::span<const uint32_t>(&id, 1), 1, &cache, trace);
+}
+
+Tensor Gpt2::hidden_step(KvCache& cache, const Tensor& id) const {
+  FORGE_CHECK(id.numel() == 1, "a cached step takes one id, got {}", id.describe());
+  Pass pass;
+  return run(id, 1, &cache, pass).value();
 }
 
 nn::Var Gpt2::token_losses(std::span<const uint32_t> ids, std::span<const uint32_t> targets,

@@ -105,6 +105,10 @@ class Gpt2 {
                  AttentionTrace* trace = nullptr) const;
   /// One cached step: id → hidden state after ln_f, [1, c].
   Tensor hidden_step(KvCache& cache, uint32_t id, AttentionTrace* trace = nullptr) const;
+  /// The same step from an id already on the device (a [1] U32 tensor such as argmax's output),
+  /// so one step's choice feeds the next without a host round trip. The id is not range-checked
+  /// on the host: it must come from a vocabulary-wide op (argmax of a logits row does).
+  Tensor hidden_step(KvCache& cache, const Tensor& id) const;
   /// Tied LM head: hidden [r, c] → logits [r, vocab].
   Tensor logits_from_hidden(const Tensor& hidden) const;
 
@@ -130,6 +134,8 @@ class Gpt2 {
                         const Device& device, const LoadProgress& progress);
   /// The one definition of the network: inference runs it without a tape, training with one.
   nn::Var run(std::span<const uint32_t> ids, int64_t batch, KvCache* cache, Pass& pass) const;
+  /// The same over ids already on the device ([batch·t] U32, in range).
+  nn::Var run(const Tensor& ids, int64_t batch, KvCache* cache, Pass& pass) const;
   /// Attention of one block up to its output projection: merged heads [b·t, c].
   nn::Var attention(const Gpt2Block& block, const nn::Var& x, int64_t batch, KvCache* cache,
                     size_t layer, Pass& pass) const;
