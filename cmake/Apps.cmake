@@ -2,16 +2,18 @@
 find_package(CLI11 CONFIG REQUIRED)
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
 file(GLOB FORGE_CLI_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/apps/forge/*.cpp
-     ${PROJECT_SOURCE_DIR}/apps/forge/top/*.cpp)
+     ${PROJECT_SOURCE_DIR}/apps/forge/top/*.cpp ${PROJECT_SOURCE_DIR}/apps/forge/serve/*.cpp)
 # forge top draws with ncurses (wide-character build, for UTF-8 text and sparklines).
 pkg_check_modules(NCURSESW REQUIRED IMPORTED_TARGET ncursesw)
 if(FORGE_CLI_SOURCES)
   add_executable(forge_cli ${FORGE_CLI_SOURCES})
   set_target_properties(forge_cli PROPERTIES OUTPUT_NAME forge)
+  target_include_directories(forge_cli PRIVATE ${PROJECT_SOURCE_DIR}/apps/forge)
   target_link_libraries(forge_cli PRIVATE forge CLI11::CLI11 PkgConfig::HTTPLIB PkgConfig::NCURSESW
                                           forge_warnings ${CMAKE_DL_LIBS})
   target_compile_definitions(forge_cli PRIVATE FORGE_DEFAULT_MODEL="${PROJECT_SOURCE_DIR}/models/forge-char"
-                                               FORGE_DEFAULT_SITE="${PROJECT_SOURCE_DIR}/build-web/site")
+                                               FORGE_DEFAULT_SITE="${PROJECT_SOURCE_DIR}/build-web/site"
+                                               FORGE_DEFAULT_MODELS="${PROJECT_SOURCE_DIR}/models")
 endif()
 file(GLOB FORGE_EXAMPLES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/examples/*.cpp)
 foreach(example ${FORGE_EXAMPLES})

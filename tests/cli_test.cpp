@@ -1,38 +1,18 @@
 // The forge CLI as a script sees it: JSON on stdout, exit status, errors on stderr.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
+#include "cli_run.h"
 #include "test_support.h"
 
 namespace forge {
 namespace {
 
-struct CliRun {
-  int status;
-  std::string out;  // stdout and stderr together
-};
-
-CliRun forge_cli(const std::string& args) {
-  const std::string command = std::string(FORGE_CLI) + " " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  EXPECT_NE(pipe, nullptr);
-  std::string out;
-  std::array<char, 4096> chunk;
-  size_t n;
-  while ((n = fread(chunk.data(), 1, chunk.size(), pipe)) > 0) out.append(chunk.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-nlohmann::json json_of(const CliRun& run) {
-  EXPECT_EQ(run.status, 0) << run.out;
-  return nlohmann::json::parse(run.out.substr(run.out.find('{')));
-}
+using test::CliRun;
+using test::forge_cli;
+using test::json_of;
 
 const std::string kChar = test::golden_dir("char");
 

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,7 +29,7 @@ void write_file(const fs::path& path, const std::string& text) {
 
 // A site and a model directory, and a secret beside them that no URL may reach.
 struct TempTree {
-  fs::path root, site, model;
+  fs::path root, site, model, models;
   TempTree() {
     std::string pattern = (fs::temp_directory_path() / "forge-serve-XXXXXX").string();
     root = mkdtemp(pattern.data());
@@ -37,7 +38,18 @@ struct TempTree {
     write_file(site / "index.html", "<!doctype html><title>forge test page</title>");
     write_file(site / "forge_wasm.wasm", std::string("\0asm\1\0\0\0", 8));
     write_file(site / "app.js", "export const x = 1;\n");
+    models = root / "models";
     write_file(model / "config.json", R"({"n_layer": 1})");
+    write_file(model / "vocab.json", "{}");
+    write_file(model / "model.safetensors", "weights");
+    write_file(model / "README.md", "private notes");
+    write_file(model / "train_log.csv", "step,loss");
+    write_file(models / "tiny" / "config.json", R"({"tiny": 1})");
+    write_file(models / "tiny" / "model.compact", "compact weights");
+    write_file(models / "council" / "expert-0" / "config.json", R"({"expert": 0})");
+    write_file(models / "council" / "expert-0" / "merges.txt", "#version");
+    write_file(models / "council" / "expert-0" / "checkpoint" / "state.json", "{}");
+    write_file(models / "notes" / "vocab.json", "{} no config.json beside it");
     write_file(root / "secret.txt", "the secret outside both directories");
   }
   ~TempTree() { fs::remove_all(root); }
@@ -165,7 +177,8 @@ class Server {
 };
 
 std::string dirs(const TempTree& t) {
-  return "--site " + t.site.string() + " --model " + t.model.string();
+  return "--site " + t.site.string() + " --model " + t.model.string() + " --models " +
+         t.models.string();
 }
 
 TEST(Serve, ServesTheSiteAtRootAndTheModelUnderModel) {
@@ -209,6 +222,49 @@ TEST(Serve, NoPathLeavesTheServedDirectories) {
     EXPECT_EQ(r.status, 404) << path;
     EXPECT_EQ(r.body.find("secret"), std::string::npos) << path;
   }
+}
+
+TEST(Serve, ModelDirectoriesServeOnlyTheFilesAPageNeeds) {
+  const TempTree tree;
+  Server server(dirs(tree) + " --port 0");
+  ASSERT_GT(server.port(), 0) << server.first_line();
+  auto get = [&](const std::string& path) { return http_get(server.ip(), server.port(), path); };
+  EXPECT_EQ(get("/model/vocab.json").body, "{}");
+  EXPECT_EQ(get("/model/model.safetensors").body, "weights");
+  EXPECT_EQ(get("/models/tiny/config.json").body, R"({"tiny": 1})");
+  EXPECT_EQ(get("/models/tiny/model.compact").body, "compact weights");
+  EXPECT_EQ(get("/models/council/expert-0/config.json").body, R"({"expert": 0})");
+  EXPECT_EQ(get("/models/council/expert-0/merges.txt").body, "#version");
+  for (const char* path :
+       {"/model/README.md", "/model/train_log.csv", "/models/tiny/", "/models/tiny",
+        "/models/council/config.json", "/models/council/expert-0/checkpoint/state.json",
+        "/models/notes/vocab.json", "/models/tiny/missing.safetensors",
+        "/models/tiny/../council/expert-0/config.json"})
+    EXPECT_EQ(get(path).status, 404) << path;
+  const Response listing = get("/models/");
+  EXPECT_EQ(listing.status, 200);
+  EXPECT_EQ(listing.body, R"({"models":["council/expert-0","tiny"]})");
+}
+
+TEST(Serve, SymlinksNeverLeadOutOfTheServedDirectories) {
+  const TempTree tree;
+  fs::create_symlink(tree.root / "secret.txt", tree.model / "leak.safetensors");
+  fs::create_symlink(tree.root / "secret.txt", tree.site / "leak.js");
+  fs::create_symlink(tree.root, tree.site / "up");
+  fs::create_symlink(tree.model, tree.models / "outside");  // a whole model, outside the root
+  fs::create_symlink(tree.models / "tiny" / "model.compact", tree.models / "tiny" / "b.compact");
+  ASSERT_EQ(mkfifo((tree.site / "fifo.js").c_str(), 0600), 0);
+  Server server(dirs(tree) + " --port 0");
+  ASSERT_GT(server.port(), 0) << server.first_line();
+  auto get = [&](const std::string& path) { return http_get(server.ip(), server.port(), path); };
+  for (const char* path : {"/model/leak.safetensors", "/leak.js", "/up/secret.txt",
+                           "/models/outside/config.json", "/fifo.js"}) {
+    const Response r = get(path);
+    EXPECT_EQ(r.status, 404) << path;
+    EXPECT_EQ(r.body.find("secret"), std::string::npos) << path;
+  }
+  EXPECT_EQ(get("/models/tiny/b.compact").body, "compact weights");  // a link within its root
+  EXPECT_EQ(get("/models/").body, R"({"models":["council/expert-0","tiny"]})");
 }
 
 TEST(Serve, BindsToLoopbackOnlyByDefault) {

@@ -173,6 +173,7 @@ void run_council(const CouncilArgs& args) {
   }
   if (!json) {
     std::printf("\n");
+    std::fflush(stdout);  // the text ends before the summary on stderr starts
     std::string weights;
     for (const auto& x : summary_experts) {
       weights +=

@@ -1,4 +1,5 @@
-// forge serve: the browser page at / and one model directory at /model/, over local HTTP.
+// forge serve: the browser page at /, the --model directory at /model/ and every model directory
+// under --models at /models/<path>/, over local HTTP.
 #include <httplib.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -14,6 +15,7 @@
 
 #include "cli.h"
 #include "forge/core/error.h"
+#include "serve/files.h"
 
 namespace forge::cli {
 namespace {
@@ -23,6 +25,7 @@ namespace fs = std::filesystem;
 struct ServeArgs {
   std::string site_dir = FORGE_DEFAULT_SITE;
   std::string model_dir;
+  std::string models_root = FORGE_DEFAULT_MODELS;
   std::string host = "127.0.0.1";
   int port = 8080;
 };
@@ -39,30 +42,6 @@ std::string mime_type(const fs::path& file) {
   if (ext == ".svg") return "image/svg+xml";
   if (ext == ".ico") return "image/x-icon";
   return "application/octet-stream";
-}
-
-// The file under `root` that a URL path (already percent-decoded by httplib) names, or empty.
-// Checked segment by segment before touching the file system, so no spelling of ".." (raw,
-// %2e%2e, %2f-joined) can leave root; dotfiles and empty segments are refused too.
-fs::path resolve(const fs::path& root, const std::string& rest) {
-  fs::path path = root;
-  size_t begin = 0;
-  while (begin <= rest.size()) {
-    size_t end = rest.find('/', begin);
-    if (end == std::string::npos) end = rest.size();
-    const std::string segment = rest.substr(begin, end - begin);
-    if (segment.empty()) {
-      if (end != rest.size()) return {};  // "a//b"
-    } else {
-      if (segment[0] == '.' || segment.find_first_of(std::string("\\\0", 2)) != std::string::npos)
-        return {};
-      path /= segment;
-    }
-    begin = end + 1;
-  }
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) path /= "index.html";
-  return fs::is_regular_file(path, ec) ? path : fs::path();
 }
 
 void send_file(const fs::path& file, httplib::Response& res) {
@@ -128,11 +107,9 @@ void run_serve(const ServeArgs& args) {
               "site directory {} has no index.html: build the page first with "
               "`bash scripts/build_web.sh`, or pass --site DIR",
               args.site_dir);
-  FORGE_CHECK(fs::is_directory(args.model_dir), "model directory {} does not exist",
-              args.model_dir);
   FORGE_CHECK(fs::is_regular_file(fs::path(args.model_dir) / "config.json"),
-              "model directory {} has no config.json", args.model_dir);
-  const fs::path site = fs::absolute(args.site_dir), model = fs::absolute(args.model_dir);
+              "--model {}: no config.json there", args.model_dir);
+  const serve::FileRoots roots(args.site_dir, args.model_dir, args.models_root);
 
   httplib::Server server;
   // httplib's default adds SO_REUSEPORT, which would let a second server share a taken port.
@@ -141,10 +118,14 @@ void run_serve(const ServeArgs& args) {
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
   server.set_keep_alive_timeout(1);  // idle browser connections must not hold up shutdown
+  // The model directories a page can offer, as {"models": ["council/expert-0", ...]}.
+  server.Get("/models/", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_header("Cache-Control", "no-cache");
+    res.set_content(nlohmann::json{{"models", roots.model_directories()}}.dump(),
+                    "application/json");
+  });
   server.Get("/.*", [&](const httplib::Request& req, httplib::Response& res) {
-    const bool in_model = req.path.rfind("/model/", 0) == 0;
-    const fs::path file =
-        in_model ? resolve(model, req.path.substr(7)) : resolve(site, req.path.substr(1));
+    const fs::path file = roots.resolve(req.path);
     if (file.empty()) {
       res.status = 404;
       return;
@@ -173,8 +154,9 @@ void run_serve(const ServeArgs& args) {
   }
   const std::string host =
       args.host.find(':') != std::string::npos ? "[" + args.host + "]" : args.host;
-  std::printf("forge serve: http://%s:%d/  (site %s, model %s; Ctrl+C stops)\n", host.c_str(), port,
-              site.c_str(), model.c_str());
+  std::printf("forge serve: http://%s:%d/  (site %s, model %s, models %s; Ctrl+C stops)\n",
+              host.c_str(), port, roots.site().c_str(), roots.model().c_str(),
+              roots.models().c_str());
   std::fflush(stdout);
 
   const bool ok = server.listen_after_bind();
@@ -190,6 +172,9 @@ void register_serve(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("serve", "serve the browser page and a model over HTTP");
   add_model_option(*cmd, args->model_dir);
   cmd->add_option("--site", args->site_dir, "the web build's site directory (scripts/build_web.sh)")
+      ->capture_default_str();
+  cmd->add_option("--models", args->models_root,
+                  "root whose model directories are served at /models/<path>/")
       ->capture_default_str();
   cmd->add_option("--host", args->host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", args->port, "port to listen on (0: a free one)")
