@@ -202,6 +202,184 @@ class Model {
   }
 }
 
+// ---- The council (issue 15, council.html): experts that merge their hidden states ----------
+
+/** A checked prompt's UTF-8 bytes: a non-string or a lone UTF-16 surrogate is an error. */
+function promptBytes(text) {
+  if (typeof text !== 'string') throw new Error(`encode needs a string, got ${typeof text}`);
+  if (text.isWellFormed && !text.isWellFormed()) {
+    throw new Error('text is not valid Unicode: it holds a lone UTF-16 surrogate');
+  }
+  return new TextEncoder().encode(text);
+}
+
+function checkBeta(beta) {
+  if (typeof beta !== 'number' || !Number.isFinite(beta) || beta < 0) {
+    throw new Error(`beta must be a finite number ≥ 0, got ${beta}`);
+  }
+  return beta;
+}
+
+/** Several experts sharing one head (forge::Council): loaded by Forge.loadCouncil. */
+class Council {
+  constructor(native, handle, info) {
+    this.native = native;
+    this.handle = handle;
+    this.info = info;
+    this.beta = 1.0;
+  }
+
+  alive() {
+    if (!this.handle) throw new Error('this council has been disposed');
+  }
+
+  encode(text) {
+    this.alive();
+    const bytes = promptBytes(text);
+    return this.native.withBytes(bytes, (ptr) =>
+      this.native.json(this.native.module._forge_council_encode(this.handle, ptr, bytes.length)));
+  }
+
+  decode(ids) {
+    this.alive();
+    const words = Uint32Array.from(ids);
+    return this.native.withBytes(new Uint8Array(words.buffer), (ptr) =>
+      this.native.json(this.native.module._forge_council_decode(this.handle, ptr, words.length)));
+  }
+
+  /** The router's β from the next step on, also during a run (generate's beta starts it). */
+  setBeta(beta) {
+    this.beta = checkBeta(beta);
+  }
+
+  /**
+   * Continues the prompt with every expert, merging their hidden states each step. options:
+   * { maxTokens, greedy, temperature, topK, topP, seed, beta, onStep }. onStep(step) runs once
+   * per token and may return false to stop: step = { index, id, text, beta, elapsedMs,
+   * experts: [{ name, weight, entropy, topId, topText }], hidden: Float32Array
+   * [experts][width] (each expert's hidden state after ln_f) }.
+   */
+  async generate(prompt, options = {}) {
+    this.alive();
+    const { onStep, ...rest } = options;
+    const settings = {
+      maxTokens: 64, greedy: false, temperature: 1.0, topK: 0, topP: 1.0, seed: 0, beta: this.beta,
+      ...rest,
+    };
+    this.setBeta(settings.beta);
+    const promptIds = this.encode(prompt);
+    return this.native.serial(async () => {
+      this.alive();
+      const native = this.native;
+      const module = native.module;
+      const names = this.info.experts.map((x) => x.name);
+      let beta = settings.beta;  // the β of the step being computed
+      let callbackError = null;
+      module.forgeOnCouncilStep = (stepJson, hidden) => {
+        const step = JSON.parse(stepJson);
+        step.beta = beta;
+        step.hidden = hidden;
+        step.experts.forEach((x, i) => { x.name = names[i]; });
+        try {
+          if (onStep && onStep(step) === false) return -1;
+        } catch (e) {
+          callbackError = e;
+          return -1;
+        }
+        beta = this.beta;
+        return beta;
+      };
+      const words = Uint32Array.from(promptIds);
+      const optionsBytes = native.cstring(JSON.stringify(settings));
+      try {
+        const result = await native.withBytesAsync(new Uint8Array(words.buffer), (ids) =>
+          native.withBytesAsync(optionsBytes, (opts) =>
+            native.callAsync('forge_council_generate', ['number', 'number', 'number', 'number'],
+                             [this.handle, ids, words.length, opts])));
+        if (callbackError) throw callbackError;
+        const out = native.json(result);
+        const decoded = out.ids.length - 1;
+        out.promptIds = promptIds;
+        out.tokensPerSecond = decoded > 0 && out.decodeMs > 0 ? (decoded * 1000) / out.decodeMs : 0;
+        return out;
+      } finally {
+        module.forgeOnCouncilStep = null;
+      }
+    });
+  }
+
+  dispose() {
+    if (!this.handle) return;
+    const handle = this.handle;
+    this.handle = 0;
+    this.native.serial(() => this.native.module._forge_council_free(handle));
+  }
+}
+
+/**
+ * Fetches a council directory's shared config.json and vocabulary and the expert checkpoints
+ * named in `experts` (file names inside it), and loads them on forge's device.
+ * onProgress(loaded, total) follows the checkpoints' bytes together.
+ */
+async function loadCouncil(forge, url, { experts, onProgress } = {}) {
+  if (!forge.runtime) throw new Error('this Forge has been disposed');
+  if (!Array.isArray(experts) || experts.length === 0 ||
+      !experts.every((x) => typeof x === 'string' && /^[^/\\]+\.(compact|safetensors)$/.test(x) &&
+                            !x.startsWith('.'))) {
+    throw new Error('experts must be a non-empty list of checkpoint file names (*.compact or *.safetensors)');
+  }
+  const base = url.endsWith('/') ? url : `${url}/`;
+  const vocabText = await (await fetchOk(`${base}vocab.json`)).text();
+  let vocab;
+  try {
+    vocab = JSON.parse(vocabText);
+  } catch (e) {
+    throw new Error(`${base}vocab.json is not JSON: ${e.message}`);
+  }
+  const files = {
+    'config.json': new Uint8Array(await (await fetchOk(`${base}config.json`)).arrayBuffer()),
+    'vocab.json': new TextEncoder().encode(vocabText),
+  };
+  if (!isCharVocabulary(vocab)) {
+    files['merges.txt'] = new Uint8Array(await (await fetchOk(`${base}merges.txt`)).arrayBuffer());
+  }
+  const responses = await Promise.all(experts.map((name) => fetchOk(`${base}${name}`)));
+  const totals = responses.map((r) => Number(r.headers.get('content-length')) || 0);
+  const loaded = experts.map(() => 0);
+  const report = () => {
+    const sum = (xs) => xs.reduce((a, b) => a + b, 0);
+    onProgress?.(sum(loaded), Math.max(sum(totals), sum(loaded)));
+  };
+  const bodies = await Promise.all(responses.map((r, i) =>
+    fetchBytes(`${base}${experts[i]}`, (n) => { loaded[i] = n; report(); }, r)));
+  experts.forEach((name, i) => { files[name] = bodies[i]; });
+
+  const native = forge.native;
+  const { FS } = native.module;
+  const dir = `/models/${nextModelDir++}`;
+  return native.serial(async () => {
+    FS.mkdirTree(dir);
+    try {
+      for (const [name, data] of Object.entries(files)) FS.writeFile(`${dir}/${name}`, data);
+      const handle = await native.withBytesAsync(native.cstring(dir), (d) =>
+        native.withBytesAsync(native.cstring(JSON.stringify(experts)), (n) =>
+          native.callAsync('forge_council_load', ['number', 'number', 'number'],
+                           [forge.runtime, d, n])));
+      if (!handle) {
+        const message = native.module.UTF8ToString(native.module._forge_error());
+        throw new Error(message.replaceAll(`${dir}/`, base));
+      }
+      const info = native.json(native.module._forge_council_info(handle));
+      info.bytes = bodies.reduce((sum, b) => sum + b.length, 0);
+      return new Council(native, handle, info);
+    } finally {
+      for (const name of Object.keys(files)) FS.unlink(`${dir}/${name}`);
+      FS.rmdir(dir);
+    }
+  });
+}
+// ---- end of the council -------------------------------------------------------------------
+
 class Forge {
   constructor(native, runtime, device) {
     this.native = native;
@@ -277,6 +455,11 @@ class Forge {
         FS.rmdir(dir);
       }
     });
+  }
+
+  /** The council's experts (see loadCouncil above): loadCouncil('/models/council/', { experts }). */
+  loadCouncil(url, options) {
+    return loadCouncil(this, url, options);
   }
 
   dispose() {

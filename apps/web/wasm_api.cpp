@@ -17,6 +17,7 @@
 #include "forge/backend/webgpu/webgpu_backend.h"
 #include "forge/core/backend.h"
 #include "forge/core/error.h"
+#include "forge/models/gpt2/council.h"
 #include "forge/models/gpt2/gpt2.h"
 #include "forge/models/gpt2/sampler.h"
 #include "forge/tokenizer/tokenizer.h"
@@ -289,3 +290,183 @@ EMSCRIPTEN_KEEPALIVE const char* forge_generate(Model* m, const uint32_t* prompt
 }
 
 }  // extern "C"
+
+// ---- The council (issue 15, council.html): experts that merge their hidden states ----------
+//
+// forge_council_load reads the experts' checkpoints from one MEMFS directory that also holds
+// their shared config.json and vocabulary; forge_council_generate runs forge::Council's steps,
+// the ones `forge council` runs, so greedy ids and weights equal the native CLI's.
+
+namespace {
+
+struct CouncilHandle {
+  forge::Council council;
+  std::unique_ptr<forge::Tokenizer> tokenizer;
+  std::vector<std::string> names;  // the checkpoints' file names, in expert order
+};
+
+/// A checkpoint's name as the page shows it: "1790-1860.compact" → "1790-1860".
+std::string expert_label(const std::string& file) {
+  const size_t dot = file.rfind('.');
+  return dot == std::string::npos || dot == 0 ? file : file.substr(0, dot);
+}
+
+}  // namespace
+
+// forge.js sets Module.forgeOnCouncilStep before a council run. It returns the β for the next
+// step (the page's control may move during a run), or a negative number to stop.
+EM_JS(double, forge_js_council_step, (const char* step_json, const float* hidden, int count), {
+  return Module.forgeOnCouncilStep(UTF8ToString(step_json),
+                                   HEAPF32.slice(hidden >> 2, (hidden >> 2) + count));
+});
+
+extern "C" {
+
+/// dir holds config.json, vocab.json (merges.txt for BPE) and the checkpoints that
+/// names_json (a JSON array of file names) lists, one per expert.
+EMSCRIPTEN_KEEPALIVE CouncilHandle* forge_council_load(Runtime* rt, const char* dir,
+                                                       const char* names_json) {
+  return guarded<CouncilHandle*>(nullptr, [&] {
+    const json names = json::parse(names_json);
+    FORGE_CHECK(names.is_array() && !names.empty(),
+                "the council needs a non-empty list of expert checkpoints");
+    std::vector<forge::Gpt2> experts;
+    std::vector<std::string> files;
+    for (const json& name : names) {
+      FORGE_CHECK(name.is_string(), "expert names must be strings, got {}", name.dump());
+      files.push_back(name.get<std::string>());
+      experts.push_back(forge::load_expert(std::string(dir) + "/" + files.back(), rt->device));
+    }
+    auto tokenizer = forge::Tokenizer::from_directory(dir);
+    FORGE_CHECK(tokenizer->vocab_size() <= experts[0].config().vocab_size,
+                "the tokenizer in {} has {} tokens but the experts only {}", dir,
+                tokenizer->vocab_size(), experts[0].config().vocab_size);
+    forge::CouncilOptions options;
+    options.read_hidden = true;  // the page draws every expert's hidden state
+    return new CouncilHandle{forge::Council(std::move(experts), options), std::move(tokenizer),
+                             std::move(files)};
+  });
+}
+
+EMSCRIPTEN_KEEPALIVE void forge_council_free(CouncilHandle* h) {
+  delete h;
+}
+
+EMSCRIPTEN_KEEPALIVE const char* forge_council_info(CouncilHandle* h) {
+  return guarded<const char*>(nullptr, [&] {
+    const forge::Gpt2Config& c = h->council.config();
+    json experts = json::array();
+    for (size_t i = 0; i < h->council.size(); ++i) {
+      experts.push_back({{"name", expert_label(h->names[i])},
+                         {"file", h->names[i]},
+                         {"parameters", h->council.expert(i).num_parameters()}});
+    }
+    return out({{"experts", experts},
+                {"layers", c.n_layer},
+                {"heads", c.n_head},
+                {"width", c.n_embd},
+                {"context", c.n_ctx},
+                {"vocab", c.vocab_size},
+                {"tokenizer", h->tokenizer->kind() == "char" ? "char" : "bpe"}});
+  });
+}
+
+EMSCRIPTEN_KEEPALIVE const char* forge_council_encode(CouncilHandle* h, const char* text,
+                                                      int bytes) {
+  return guarded<const char*>(nullptr, [&] {
+    return out(h->tokenizer->encode(std::string_view(text, static_cast<size_t>(bytes))));
+  });
+}
+
+EMSCRIPTEN_KEEPALIVE const char* forge_council_decode(CouncilHandle* h, const uint32_t* ids,
+                                                      int count) {
+  return guarded<const char*>(nullptr, [&] {
+    return out(h->tokenizer->decode({ids, static_cast<size_t>(count)}));
+  });
+}
+
+/// Continues prompt ids with the council, calling forge_js_council_step once per token with the
+/// step's numbers and every expert's hidden state ([experts][width] floats). options:
+/// {maxTokens, greedy, temperature, topK, topP, seed, beta}. Returns {ids, text, stopReason,
+/// prefillMs, decodeMs}; the stop reasons are forge council's, and "callback".
+EMSCRIPTEN_KEEPALIVE const char* forge_council_generate(CouncilHandle* h,
+                                                        const uint32_t* prompt_ids, int count,
+                                                        const char* options_json) {
+  return guarded<const char*>(nullptr, [&]() -> const char* {
+    forge::Council& council = h->council;
+    const forge::Gpt2Config& config = council.config();
+    const json o = json::parse(options_json);
+    const int64_t max_tokens = o.value("maxTokens", int64_t{64});
+    FORGE_CHECK(max_tokens >= 0, "max tokens must be ≥ 0, got {}", max_tokens);
+    forge::SamplingOptions sampling;
+    sampling.greedy = o.value("greedy", false);
+    sampling.temperature = o.value("temperature", 1.0f);
+    sampling.top_k = o.value("topK", int64_t{0});
+    sampling.top_p = o.value("topP", 1.0f);
+    sampling.seed = o.value("seed", uint64_t{0});
+    council.set_sampling(sampling);
+    council.set_beta(o.value("beta", 1.0f));
+    const std::span<const uint32_t> prompt(prompt_ids, static_cast<size_t>(count));
+    const std::optional<uint32_t> eos = config.eos_token_id >= 0
+                                            ? std::optional<uint32_t>(config.eos_token_id)
+                                            : h->tokenizer->eos_id();
+    forge::StreamDecoder decoder(*h->tokenizer);
+    const auto begin = std::chrono::steady_clock::now();
+    auto yielded = begin;
+    forge::CouncilStep s = council.start(prompt);
+    const double prefill_ms = ms_since(begin);
+    const auto decode_start = std::chrono::steady_clock::now();
+
+    std::vector<uint32_t> ids;
+    std::string text;
+    const char* reason = "max_tokens";
+    while (static_cast<int64_t>(ids.size()) < max_tokens) {
+      if (eos && s.id == *eos) {
+        reason = "eos";
+        break;
+      }
+      ids.push_back(s.id);
+      const std::string piece = decoder.push(s.id);
+      text += piece;
+      json experts = json::array();
+      for (size_t i = 0; i < council.size(); ++i) {
+        experts.push_back({{"weight", s.weights[i]},
+                           {"entropy", s.entropies[i]},
+                           {"topId", s.expert_ids[i]},
+                           {"topText", token_text(*h->tokenizer, s.expert_ids[i])}});
+      }
+      const json step = {{"index", ids.size() - 1},
+                         {"id", s.id},
+                         {"text", piece},
+                         {"experts", experts},
+                         {"elapsedMs", ms_since(begin)}};
+      const double beta =
+          forge_js_council_step(out(step), s.hidden.data(), static_cast<int>(s.hidden.size()));
+      if (beta < 0) {
+        reason = "callback";
+        break;
+      }
+      if (static_cast<int64_t>(ids.size()) == max_tokens) break;
+      if (council.length() == config.n_ctx) {
+        reason = "context_full";
+        break;
+      }
+      council.set_beta(static_cast<float>(beta));
+      // The CPU backend never waits, so let the page paint now and then.
+      if (ms_since(yielded) > 30.0) {
+        emscripten_sleep(0);
+        yielded = std::chrono::steady_clock::now();
+      }
+      s = council.step(s.id);
+    }
+    text += decoder.finish();
+    return out({{"ids", ids},
+                {"text", text},
+                {"stopReason", reason},
+                {"prefillMs", prefill_ms},
+                {"decodeMs", ids.empty() ? 0.0 : ms_since(decode_start)}});
+  });
+}
+
+}  // extern "C"
+// ---- end of the council -------------------------------------------------------------------
