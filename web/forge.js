@@ -194,6 +194,44 @@ class Model {
     });
   }
 
+  // ---- Surprise (issue 14 section 3) ----
+  /**
+   * Scores every token of `text` after the first in one teacher-forced pass (forge::score's
+   * strided windows past the context), as `forge surprise` does. Returns { ids, first: { id,
+   * text }, positions: [{ id, text, bits, top: [{ id, text, probability }] }], stride,
+   * windows, ms }: bits = −log₂ p of the token that actually follows, top the topK most
+   * probable tokens, descending.
+   */
+  async score(text, { topK = 8 } = {}) {
+    this.alive();
+    if (!Number.isInteger(topK) || topK < 0) throw new Error(`topK must be an integer ≥ 0, got ${topK}`);
+    const ids = this.encode(text);
+    if (ids.length < 2) throw new Error(`scoring needs at least two tokens; the text has ${ids.length}`);
+    return this.native.serial(async () => {
+      this.alive();
+      const native = this.native;
+      const words = Uint32Array.from(ids);
+      const started = performance.now();
+      const result = await native.withBytesAsync(new Uint8Array(words.buffer), (ptr) =>
+        native.callAsync('forge_score', ['number', 'number', 'number', 'number'],
+                         [this.handle, ptr, words.length, topK]));
+      const scored = native.json(result);
+      const ms = performance.now() - started;
+      const texts = ids.map((id) => this.decode([id]));
+      return {
+        ids,
+        first: { id: ids[0], text: texts[0] },
+        positions: scored.bits.map((bits, i) => ({
+          id: ids[i + 1], text: texts[i + 1], bits, top: scored.top[i] ?? [],
+        })),
+        stride: scored.stride,
+        windows: scored.windows,
+        ms,
+      };
+    });
+  }
+  // ---- end of the Surprise block ----
+
   dispose() {
     if (!this.handle) return;
     const handle = this.handle;
@@ -424,6 +462,17 @@ class Forge {
         if (response.status === 404) {
           throw new Error(`${base} has neither model.compact nor model.safetensors (HTTP 404)`);
         }
+      }
+      if (!response.ok) throw new Error(`fetching ${base}${checkpoint} failed: HTTP ${response.status}`);
+    }
+    if (!response) {
+      response = await fetch(`${base}${checkpoint}`);
+      if (response.status === 404) {
+        const other = checkpoint === 'model.compact' ? 'model.safetensors' : 'model.compact';
+        throw new Error(`${base} has no ${checkpoint} (HTTP 404): load what it has with checkpoint ` +
+                        `'auto' (the page: leave ?checkpoint= out), or write one with ` +
+                        `\`forge convert --input ${other} --output ${checkpoint} --to ` +
+                        `${checkpoint.slice('model.'.length)}\``);
       }
       if (!response.ok) throw new Error(`fetching ${base}${checkpoint} failed: HTTP ${response.status}`);
     }

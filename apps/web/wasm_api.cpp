@@ -154,7 +154,10 @@ EMSCRIPTEN_KEEPALIVE const char* forge_decode(Model* m, const uint32_t* ids, int
 /// Generates from prompt ids, calling forge_js_step once per token; the same steps as
 /// forge::generate (prefill, then one cached step per token, the same Sampler), so greedy ids
 /// equal the native CLI's. options: {maxTokens, greedy, temperature, topK, topP, seed, topN,
-/// attention}. Returns {ids, text, stopReason, prefillMs, decodeMs}.
+/// attention, slidingWindow}. slidingWindow does what forge generate --sliding-window does when
+/// the context fills: keep its last half, prefill that again and go on; each step then says
+/// where its attention window starts (windowStart, in prompt + generated tokens). The first
+/// step carries prefillMs. Returns {ids, text, stopReason, prefillMs, decodeMs}.
 EMSCRIPTEN_KEEPALIVE const char* forge_generate(Model* m, const uint32_t* prompt_ids, int count,
                                                 const char* options_json) {
   return guarded<const char*>(nullptr, [&]() -> const char* {
@@ -164,6 +167,7 @@ EMSCRIPTEN_KEEPALIVE const char* forge_generate(Model* m, const uint32_t* prompt
     const int64_t max_tokens = o.value("maxTokens", int64_t{64});
     const int64_t top_n = o.value("topN", int64_t{8});
     const bool want_attention = o.value("attention", true);
+    const bool sliding_window = o.value("slidingWindow", false);
     forge::SamplingOptions sampling;
     sampling.greedy = o.value("greedy", false);
     sampling.temperature = o.value("temperature", 1.0f);
@@ -237,6 +241,7 @@ EMSCRIPTEN_KEEPALIVE const char* forge_generate(Model* m, const uint32_t* prompt
     const double prefill_ms = ms_since(begin);
     const auto decode_start = std::chrono::steady_clock::now();
 
+    std::vector<uint32_t> context(prompt.begin(), prompt.end());
     std::vector<uint32_t> ids;
     std::string text;
     const char* reason = "max_tokens";
@@ -246,6 +251,7 @@ EMSCRIPTEN_KEEPALIVE const char* forge_generate(Model* m, const uint32_t* prompt
         break;
       }
       ids.push_back(id);
+      context.push_back(id);
       const std::string piece = decoder.push(id);
       text += piece;
       json step_top = json::array();
@@ -259,16 +265,20 @@ EMSCRIPTEN_KEEPALIVE const char* forge_generate(Model* m, const uint32_t* prompt
                    {"text", piece},
                    {"top", step_top},
                    {"elapsedMs", ms_since(begin)}};
+      if (ids.size() == 1) step["prefillMs"] = prefill_ms;
       if (want_attention) {
-        step["attention"] = {
-            {"layers", config.n_layer}, {"heads", config.n_head}, {"length", cache.length}};
+        // The positions this step's attention saw: the cache, which began at windowStart.
+        step["attention"] = {{"layers", config.n_layer},
+                             {"heads", config.n_head},
+                             {"length", cache.length},
+                             {"windowStart", context.size() - 1 - cache.length}};
       }
       if (!forge_js_step(out(step), attention.data(), static_cast<int>(attention.size()))) {
         reason = "callback";
         break;
       }
       if (static_cast<int64_t>(ids.size()) == max_tokens) break;
-      if (cache.length == config.n_ctx) {
+      if (cache.length == config.n_ctx && !sliding_window) {
         reason = "context_full";
         break;
       }
@@ -278,7 +288,15 @@ EMSCRIPTEN_KEEPALIVE const char* forge_generate(Model* m, const uint32_t* prompt
         yielded = std::chrono::steady_clock::now();
       }
       forge::DispatchScope scope(model.device());
-      id = choose(model.hidden_step(cache, id, tracing));
+      if (cache.length == config.n_ctx) {  // as forge::generate slides its window
+        const size_t keep = static_cast<size_t>(config.n_ctx / 2);
+        cache = model.new_cache();
+        id = choose(model.prefill(
+            cache, std::span<const uint32_t>(context.data() + context.size() - keep, keep),
+            tracing));
+      } else {
+        id = choose(model.hidden_step(cache, id, tracing));
+      }
     }
     text += decoder.finish();
     return out({{"ids", ids},
