@@ -217,9 +217,20 @@ struct Gpt2::Pass {
   nn::Var drop(const nn::Var& x) { return dropout(x, dropout_key(dropout_seed, site++)); }
 };
 
-nn::Var Gpt2::attention(const Gpt2Block& block, const nn::Var& x, int64_t batch, KvCache* cache,
-                        size_t layer, Pass& pass) const {
+nn::Var Gpt2::attention(const Gpt2Block& block, const nn::Var& x, int64_t batch,
+                        std::span<KvCache* const> caches, size_t layer, Pass& pass) const {
   const nn::Var qkv = block.c_attn(x);
+  if (caches.size() > 1) {  // a batched decode step: one fused kernel per sequence
+    std::vector<Tensor> k, v;
+    std::vector<int64_t> pos;
+    for (const KvCache* c : caches) {
+      k.push_back(c->k[layer]);
+      v.push_back(c->v[layer]);
+      pos.push_back(c->length);
+    }
+    return nn::Var(ops::attention_steps(qkv.value(), k, v, pos));
+  }
+  KvCache* cache = caches.empty() ? nullptr : caches[0];
   const bool one_step = cache && !pass.tape && qkv.value().dim(0) == 1 &&
                         cache->length < ops::kAttentionStepMaxLength &&
                         config_.head_dim() <= ops::kAttentionStepMaxHeadDim;
@@ -261,63 +272,115 @@ nn::Var Gpt2::project_residual(const nn::Linear& proj, const nn::Var& h, const n
   return proj.add_to(x, h);
 }
 
-nn::Var Gpt2::run(std::span<const uint32_t> ids, int64_t batch, KvCache* cache, Pass& pass) const {
+nn::Var Gpt2::run(std::span<const uint32_t> ids, int64_t batch, std::span<KvCache* const> caches,
+                  Pass& pass) const {
   FORGE_CHECK(!ids.empty(), "empty input: at least one token is needed");
   check_ids(ids);
   const Tensor id_tensor = Tensor::from_ids(std::vector<uint32_t>(ids.begin(), ids.end()),
                                             {int64_t(ids.size())}, device_);
-  return run(id_tensor, batch, cache, pass);
+  return run(id_tensor, batch, caches, pass);
 }
 
-nn::Var Gpt2::run(const Tensor& ids, int64_t batch, KvCache* cache, Pass& pass) const {
+nn::Var Gpt2::run(const Tensor& ids, int64_t batch, std::span<KvCache* const> caches,
+                  Pass& pass) const {
   FORGE_CHECK(ids.dtype() == DType::U32 && ids.rank() == 1 && ids.numel() > 0,
               "token ids must be a non-empty [n] U32 tensor, got {}", ids.describe());
   const int64_t n = ids.numel();
   FORGE_CHECK(batch > 0 && n % batch == 0, "{} tokens do not fold into {} sequences", n, batch);
-  FORGE_CHECK(!cache || batch == 1, "the KV cache holds a single sequence");
-  FORGE_CHECK(!cache || !pass.tape, "the KV cache is for inference: a training pass has none");
+  FORGE_CHECK(caches.size() <= 1 || (static_cast<int64_t>(caches.size()) == batch && n == batch),
+              "{} caches for {} tokens in {} sequences: a batched step takes one token each",
+              caches.size(), n, batch);
+  FORGE_CHECK(caches.size() != 1 || batch == 1, "the KV cache holds a single sequence");
+  FORGE_CHECK(caches.empty() || !pass.tape,
+              "the KV cache is for inference: a training pass has none");
   const int64_t t = n / batch;
-  const int64_t pos = cache ? cache->length : 0;
-  FORGE_CHECK(pos + t <= config_.n_ctx, "{} tokens after {} cached exceed the context of {} tokens",
-              t, pos, config_.n_ctx);
+  std::vector<int64_t> positions;
+  for (const KvCache* c : caches) {
+    FORGE_CHECK(c->length + t <= config_.n_ctx,
+                "{} tokens after {} cached exceed the context of {} tokens", t, c->length,
+                config_.n_ctx);
+    positions.push_back(c->length);
+  }
   if (pass.trace) pass.trace->clear();
-  nn::Var x = pass.drop(embed_(ids, t, pos, pass.tape));
+  nn::Var x = caches.size() > 1
+                  ? embed_.at(ids, positions)
+                  : pass.drop(embed_(ids, t, positions.empty() ? 0 : positions[0], pass.tape));
   for (size_t l = 0; l < blocks_.size(); ++l) {
     const Gpt2Block& b = blocks_[l];
-    x = project_residual(b.attn_proj, attention(b, b.ln_1(x), batch, cache, l, pass), x, pass);
+    x = project_residual(b.attn_proj, attention(b, b.ln_1(x), batch, caches, l, pass), x, pass);
     x = project_residual(b.mlp_proj, b.c_fc.gelu(b.ln_2(x)), x, pass);
   }
-  if (cache) cache->length += t;
+  for (KvCache* c : caches) c->length += t;
   return ln_f_(x);
 }
 
-Tensor Gpt2::run_inference(std::span<const uint32_t> ids, int64_t batch, KvCache* cache,
-                           AttentionTrace* trace) const {
+Tensor Gpt2::run_inference(std::span<const uint32_t> ids, int64_t batch,
+                           std::span<KvCache* const> caches, AttentionTrace* trace) const {
   Pass pass;
   pass.trace = trace;
-  return run(ids, batch, cache, pass).value();
+  return run(ids, batch, caches, pass).value();
 }
 
 Tensor Gpt2::hidden(std::span<const uint32_t> ids, int64_t batch, AttentionTrace* trace) const {
-  return run_inference(ids, batch, nullptr, trace);
+  return run_inference(ids, batch, {}, trace);
 }
 
 Tensor Gpt2::forward(std::span<const uint32_t> ids, int64_t batch, AttentionTrace* trace) const {
-  return logits_from_hidden(run_inference(ids, batch, nullptr, trace));
+  return logits_from_hidden(run_inference(ids, batch, {}, trace));
 }
 
 Tensor Gpt2::prefill(KvCache& cache, std::span<const uint32_t> ids, AttentionTrace* trace) const {
-  return run_inference(ids, 1, &cache, trace);
+  KvCache* const caches[] = {&cache};
+  return run_inference(ids, 1, caches, trace);
 }
 
 Tensor Gpt2::hidden_step(KvCache& cache, uint32_t id, AttentionTrace* trace) const {
-  return run_inference(std::span<const uint32_t>(&id, 1), 1, &cache, trace);
+  KvCache* const caches[] = {&cache};
+  return run_inference(std::span<const uint32_t>(&id, 1), 1, caches, trace);
 }
 
 Tensor Gpt2::hidden_step(KvCache& cache, const Tensor& id) const {
   FORGE_CHECK(id.numel() == 1, "a cached step takes one id, got {}", id.describe());
+  KvCache* const caches[] = {&cache};
   Pass pass;
-  return run(id, 1, &cache, pass).value();
+  return run(id, 1, caches, pass).value();
+}
+
+void Gpt2::check_step_caches(std::span<KvCache* const> caches, size_t count) const {
+  FORGE_CHECK(!caches.empty(), "hidden_steps: no sequences given");
+  FORGE_CHECK(caches.size() == count, "hidden_steps: {} caches for {} ids", caches.size(), count);
+  const Shape shape{config_.n_head, config_.n_ctx, config_.head_dim()};
+  for (size_t b = 0; b < caches.size(); ++b) {
+    const KvCache* c = caches[b];
+    FORGE_CHECK(c != nullptr, "hidden_steps: the cache of sequence {} is null", b);
+    FORGE_CHECK(c->k.size() == blocks_.size() && c->v.size() == blocks_.size() &&
+                    c->k[0].shape() == shape && c->k[0].device() == device_,
+                "hidden_steps: the cache of sequence {} is not one of this model's (new_cache())",
+                b);
+    FORGE_CHECK(c->length >= 0 && c->length < config_.n_ctx,
+                "hidden_steps: the cache of sequence {} is full ({} of {} tokens)", b, c->length,
+                config_.n_ctx);
+    FORGE_CHECK(c->length < ops::kAttentionStepMaxLength,
+                "hidden_steps: sequence {} is at position {}, past the batched step's limit of {}",
+                b, c->length, ops::kAttentionStepMaxLength);
+    for (size_t a = 0; a < b; ++a) {
+      FORGE_CHECK(caches[a] != c, "hidden_steps: sequences {} and {} share one cache", a, b);
+    }
+  }
+}
+
+Tensor Gpt2::hidden_steps(std::span<KvCache* const> caches, std::span<const uint32_t> ids) const {
+  check_step_caches(caches, ids.size());
+  Pass pass;
+  return run(ids, static_cast<int64_t>(ids.size()), caches, pass).value();
+}
+
+Tensor Gpt2::hidden_steps(std::span<KvCache* const> caches, const Tensor& ids) const {
+  FORGE_CHECK(ids.dtype() == DType::U32 && ids.rank() == 1,
+              "hidden_steps: ids must be a [B] U32 tensor, got {}", ids.describe());
+  check_step_caches(caches, static_cast<size_t>(ids.numel()));
+  Pass pass;
+  return run(ids, ids.numel(), caches, pass).value();
 }
 
 nn::Var Gpt2::token_losses(std::span<const uint32_t> ids, std::span<const uint32_t> targets,
@@ -330,7 +393,7 @@ nn::Var Gpt2::token_losses(std::span<const uint32_t> ids, std::span<const uint32
   pass.tape = tape;
   pass.dropout.p = options.dropout;
   pass.dropout_seed = options.dropout_seed;
-  const nn::Var hidden = run(ids, batch, nullptr, pass);
+  const nn::Var hidden = run(ids, batch, {}, pass);
   // The tied head: the same wte leaf as the embedding, so its gradient gets both terms.
   const nn::Var logits =
       autograd::matmul(hidden, autograd::param(tape, embed_.wte), {.trans_b = true});
