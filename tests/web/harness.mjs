@@ -140,10 +140,11 @@ export async function waitForState(page, states, ms) {
   return state;
 }
 
-/** Loads "Watch it think"; returns what it says about the device and model. */
-export async function loadPage(page, url, query = '') {
+/** Loads a page of the site ("Watch it think" unless `path` names another, with any query);
+ * returns what it says about the device and model. */
+export async function loadPage(page, url, path = 'think.html') {
   const started = performance.now();
-  await page.goto(`${url}think.html${query}`, { timeout: 60_000 });
+  await page.goto(`${url}${path}`, { timeout: 60_000 });
   await waitForState(page, ['ready'], 180_000);
   return {
     loadMs: performance.now() - started,
