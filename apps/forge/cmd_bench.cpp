@@ -237,6 +237,7 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--vocab-size", args->shape.vocab_size, "random model: vocabulary")
       ->capture_default_str();
   cmd->add_option("--seed", args->seed, "seed of the random model and prompt")
+      ->check(seed_check())
       ->capture_default_str();
   cmd->callback([args] { run_bench(*args); });
 }

@@ -19,6 +19,11 @@ struct ScoreArgs {
 std::vector<double> token_nlls(const Gpt2& model, const std::vector<uint32_t>& ids,
                                ProgressLine& progress) {
   const size_t ctx = static_cast<size_t>(model.config().n_ctx);
+  // Windows advance by ctx − 1 tokens: a context of 1 would never advance.
+  FORGE_CHECK(ctx >= 2,
+              "scoring predicts each token from those before it, so it needs a model context "
+              "(n_positions) of at least 2; this model's is {}",
+              ctx);
   std::vector<double> nll;
   for (size_t start = 0; start + 1 < ids.size(); start += ctx - 1) {
     const size_t end = std::min(ids.size(), start + ctx);

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <set>
+#include <string_view>
 
 #include "forge/core/dropout.h"
 #include "forge/core/error.h"
@@ -53,6 +55,24 @@ std::vector<ParamSpec> param_specs(const Gpt2Config& c, nn::Embedding& embed,
 }
 
 constexpr const char* kPrefix = "transformer.";
+constexpr int64_t kTensorsPerLayer = 12, kOtherTensors = 4;  // wte, wpe, ln_f.{weight, bias}
+
+/// Tensors HF checkpoints carry that are not parameters: the attention mask buffers, and the LM
+/// head that GPT-2 ties to wte.
+bool is_ignored_extra(std::string_view name) {
+  if (name.starts_with(kPrefix)) name.remove_prefix(std::string_view(kPrefix).size());
+  return name == "lm_head.weight" || name.ends_with(".attn.bias") ||
+         name.ends_with(".attn.masked_bias");
+}
+
+/// The first element of `t` (host memory, f32) that is a NaN or an infinity, or -1.
+int64_t first_non_finite(const Tensor& t) {
+  const float* values = t.f32();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (!std::isfinite(values[i])) return i;
+  }
+  return -1;
+}
 
 }  // namespace
 
@@ -90,10 +110,23 @@ template <typename File>
 Gpt2 Gpt2::from_file(const Gpt2Config& config, const File& file, const std::string& path,
                      const Device& device, const LoadProgress& progress) {
   config.validate();
+  // Checked before anything is allocated, so a config that lies about n_layer (10⁹ on a file of
+  // 4 layers) fails at once instead of building 10⁹ empty blocks.
+  const std::vector<std::string> names = file.names();
+  const int64_t needed = kOtherTensors + kTensorsPerLayer * config.n_layer;
+  FORGE_CHECK(int64_t(names.size()) >= needed,
+              "{} holds {} tensors, but a GPT-2 of n_layer {} has {}: the config does not "
+              "describe this checkpoint",
+              path, names.size(), config.n_layer, needed);
   Gpt2 model(config, device);
   model.blocks_.resize(config.n_layer);
   model.ln_f_.eps = config.layer_norm_epsilon;
   for (auto& b : model.blocks_) b.ln_1.eps = b.ln_2.eps = config.layer_norm_epsilon;
+  // Weights go through host memory, where a NaN or infinity is found before it reaches the
+  // device; on a host-memory device that is the tensor itself.
+  const bool host_device = Tensor::empty(Shape{1}, DType::F32, device).buffer().host() != nullptr;
+  const Device staging = host_device ? device : Device::cpu();
+  std::set<std::string> used;
   const auto specs = param_specs(config, model.embed_, model.blocks_, model.ln_f_);
   for (size_t i = 0; i < specs.size(); ++i) {
     const ParamSpec& spec = specs[i];
@@ -103,11 +136,29 @@ Gpt2 Gpt2::from_file(const Gpt2Config& config, const File& file, const std::stri
     const Shape& shape = file.entry(name).shape;
     FORGE_CHECK(shape == spec.shape, "{}: tensor {} has shape {}, but the config needs {}", path,
                 name, shape.str(), spec.shape.str());
-    Tensor t = file.read(name, device);
+    Tensor t = file.read(name, staging);
     FORGE_CHECK(t.dtype() == DType::F32, "{}: tensor {} must be a float tensor, got {}", path, name,
                 dtype_name(t.dtype()));
-    *spec.slot = std::move(t);
+    const int64_t bad = first_non_finite(t);
+    FORGE_CHECK(bad < 0, "{}: tensor {} holds {} at element {}: the checkpoint is damaged", path,
+                name, std::isnan(t.f32()[bad]) ? "a NaN" : "an infinity", bad);
+    *spec.slot = host_device ? std::move(t) : t.to(device);
+    used.insert(name);
     if (progress) progress(static_cast<int64_t>(i + 1), static_cast<int64_t>(specs.size()));
+  }
+  std::vector<std::string> extra;
+  for (const std::string& name : names) {
+    if (!used.count(name) && !is_ignored_extra(name)) extra.push_back(name);
+  }
+  if (!extra.empty()) {
+    std::string listed;
+    for (size_t i = 0; i < std::min<size_t>(extra.size(), 3); ++i) {
+      listed += (i ? ", " : "") + extra[i];
+    }
+    fail(
+        "{} holds {} tensor(s) a GPT-2 of n_layer {} does not use ({}{}): the config does not "
+        "describe this checkpoint",
+        path, extra.size(), config.n_layer, listed, extra.size() > 3 ? ", ..." : "");
   }
   return model;
 }
