@@ -16,6 +16,7 @@ apt_packages=(
   libutf8proc-dev libopenblas-dev libssl-dev
   libpng-dev libfreetype-dev libfontconfig-dev fonts-dejavu-core libncurses-dev tmux
   libopenmpi-dev openmpi-bin  # Open MPI 4.1.4: data-parallel `mpirun -np N forge train` (optional)
+  clang libclang-rt-14-dev zlib1g-dev  # libFuzzer harnesses (fuzz/run.sh)
 )
 # Node.js may come from elsewhere on the machine; Debian's is the fallback.
 command -v node >/dev/null || apt_packages+=(nodejs)
