@@ -114,10 +114,24 @@ Gpt2 Gpt2::from_file(const Gpt2Config& config, const File& file, const std::stri
   // 4 layers) fails at once instead of building 10⁹ empty blocks.
   const std::vector<std::string> names = file.names();
   const int64_t needed = kOtherTensors + kTensorsPerLayer * config.n_layer;
-  FORGE_CHECK(int64_t(names.size()) >= needed,
-              "{} holds {} tensors, but a GPT-2 of n_layer {} has {}: the config does not "
-              "describe this checkpoint",
-              path, names.size(), config.n_layer, needed);
+  if (int64_t(names.size()) < needed) {
+    // Some tensor is missing: name the first, looking at no more layers than the file can hold.
+    static constexpr const char* kLayer[] = {
+        "ln_1.weight",        "ln_1.bias",        "attn.c_attn.weight", "attn.c_attn.bias",
+        "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight",        "ln_2.bias",
+        "mlp.c_fc.weight",    "mlp.c_fc.bias",    "mlp.c_proj.weight",  "mlp.c_proj.bias"};
+    const auto check = [&](const std::string& name) {
+      FORGE_CHECK(file.contains(name) || file.contains(kPrefix + name),
+                  "{}: missing tensor {} (or {}{})", path, name, kPrefix, name);
+    };
+    check("wte.weight");
+    check("wpe.weight");
+    for (int64_t l = 0; l < config.n_layer; ++l) {
+      for (const char* part : kLayer) check("h." + std::to_string(l) + "." + part);
+    }
+    fail("{} holds {} tensors, but a GPT-2 of n_layer {} has {}", path, names.size(),
+         config.n_layer, needed);
+  }
   Gpt2 model(config, device);
   model.blocks_.resize(config.n_layer);
   model.ln_f_.eps = config.layer_norm_epsilon;
