@@ -80,7 +80,7 @@ class HostileModel : public ::testing::Test {
 TEST_F(HostileModel, ScoringWithAContextOfOneIsAnErrorNotAnEndlessLoop) {
   const std::string dir = model("ctx1", small(1, 1), 10);
   expect_error(forge("score --backend cpu --ids 1,2,3 --model " + dir),
-               "needs a model context (n_positions) of at least 2; this model's is 1");
+               "scoring needs a context of at least 2 tokens, the model has 1");
 }
 
 TEST_F(HostileModel, AFifoOrDeviceAsConfigIsRefusedAtOnce) {

@@ -55,5 +55,6 @@ void register_convert(CLI::App& app);
 void register_serve(CLI::App& app);
 void register_top(CLI::App& app);
 void register_council(CLI::App& app);
+void register_surprise(CLI::App& app);
 
 }  // namespace forge::cli
