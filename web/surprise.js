@@ -178,7 +178,7 @@ function reveal() {
   const start = performance.now();
   let flickered = -Infinity;
   const frame = (now) => {
-    const elapsed = now - start;
+    const elapsed = Math.max(0, now - start);  // a frame's timestamp may precede start
     const shuffle = now - flickered >= FLICKER_MS;
     if (shuffle) flickered = now;
     let open = 0;

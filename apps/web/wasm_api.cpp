@@ -9,6 +9,7 @@
 #include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <numbers>
 #include <optional>
 #include <span>
 #include <string>
@@ -20,6 +21,7 @@
 #include "forge/models/gpt2/council.h"
 #include "forge/models/gpt2/gpt2.h"
 #include "forge/models/gpt2/sampler.h"
+#include "forge/models/gpt2/score.h"
 #include "forge/tokenizer/tokenizer.h"
 
 namespace {
@@ -488,3 +490,40 @@ EMSCRIPTEN_KEEPALIVE const char* forge_council_generate(CouncilHandle* h,
 
 }  // extern "C"
 // ---- end of the council -------------------------------------------------------------------
+
+// ---- Surprise (issue 14 section 3): teacher-forced scoring through forge::score_sequence. ----
+extern "C" {
+
+/// Scores ids[1 …] given the ones before (a text longer than the context in forge::score's
+/// strided windows), as `forge surprise` does. Returns {stride, windows, bits: [..],
+/// top: [[{id, text, probability}, ..], ..]}: bits[i] = −log₂ p(ids[i + 1]) from the double
+/// log-softmax, so the page's numbers are the native command's.
+EMSCRIPTEN_KEEPALIVE const char* forge_score(Model* m, const uint32_t* ids, int count, int top_k) {
+  return guarded<const char*>(nullptr, [&] {
+    FORGE_CHECK(count >= 2, "scoring needs at least two tokens, got {}", count);
+    FORGE_CHECK(top_k >= 0, "top-K must be ≥ 0, got {}", top_k);
+    forge::ScoreOptions options;
+    options.top_k = top_k;
+    const forge::SequenceScores scores = forge::score_sequence(
+        m->gpt2, std::span<const uint32_t>(ids, static_cast<size_t>(count)), options);
+    json bits = json::array();
+    for (const double nll : scores.nll) bits.push_back(nll / std::numbers::ln2);
+    json top = json::array();
+    for (const auto& row : scores.top) {
+      json candidates = json::array();
+      for (const forge::TokenProbability& t : row) {
+        candidates.push_back({{"id", t.id},
+                              {"text", token_text(*m->tokenizer, t.id)},
+                              {"probability", t.probability}});
+      }
+      top.push_back(std::move(candidates));
+    }
+    return out({{"stride", scores.stride},
+                {"windows", scores.windows},
+                {"bits", std::move(bits)},
+                {"top", std::move(top)}});
+  });
+}
+
+}  // extern "C"
+// ---- end of the Surprise block ----
