@@ -123,6 +123,9 @@ async function checkLiveLabels(page) {
   await page.waitForSelector('#output .tok.gen', { timeout: 120_000 });
   const prefill = await page.textContent('#prefill');
   assert.match(prefill, /ms$/, `Prefill shows "${prefill}" once the first token is out`);
+  // Held back means behind the newest step: at one step, Home is the newest (SwiftShader's pace).
+  await page.waitForFunction(() => document.querySelectorAll('#output .tok.gen').length >= 2 ||
+                                   document.querySelector('#status').dataset.state === 'done');
   await page.focus('#step');
   await page.keyboard.press('Home');
   await page.waitForFunction(() => document.querySelectorAll('#output .tok.gen').length >= 4 ||
@@ -237,6 +240,8 @@ async function runCase(server, { webgpu, native }) {
     mkdirSync(artifacts, { recursive: true });
     const shot = join(artifacts, webgpu ? 'page.png' : 'page-cpu.png');
     await page.screenshot({ path: shot, fullPage: true });
+    // On the 40-token run: a Stop on SwiftShader may leave a run of one or two confident steps.
+    await checkSmallProbabilities(page);
 
     // Tokens stream: Stop, clicked once the first token shows, ends a long generation early.
     // (200 tokens fit the context after the prompt, so only Stop can end it early.)
@@ -251,7 +256,6 @@ async function runCase(server, { webgpu, native }) {
     assert.equal((await page.textContent('#stop-reason')).trim(), 'stopped');
 
     await checkGreedyHint(page);
-    await checkSmallProbabilities(page);
     const stopMs = await checkStopDuringPrefill(page, webgpu);
     await checkLiveLabels(page);
     await checkFailedRunClears(page);
