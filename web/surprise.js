@@ -12,8 +12,9 @@ const MAX_LOCK_MS = 3000;  // … but never later than this
 const FLICKER_MS = 70;     // a new candidate this often while unlocked
 const HEAT_FULL_BITS = 8;  // the colour is full at 8 bits (p = 1/256) and beyond
 
-// Three paragraphs of the State of the Union addresses; the last is from the held-out tail of
-// the corpus, which the shipped model never trained on.
+// Paragraphs of the State of the Union addresses; the third is from the held-out tail of the
+// corpus, which the shipped model never trained on. The one-line ones score in seconds even on a
+// software adapter. ?sample=N opens with paragraph N (from 0) instead of the first.
 const SAMPLES = [
   {
     label: 'Lincoln, 1862',
@@ -34,6 +35,11 @@ const SAMPLES = [
     text: 'Folks, as I told every world leader I’ve ever met with over the years, it’s never ' +
       'ever, ever been a good bet to bet against America, and it still isn’t. We are the ' +
       'United States of America.',
+  },
+  { label: 'Lincoln, 1862, one line', text: 'Fellow-citizens, we can not escape history.' },
+  {
+    label: 'Roosevelt, 1941, one line',
+    text: 'The first is freedom of speech and expression-everywhere in the world.',
   },
 ];
 
@@ -354,9 +360,14 @@ async function start() {
   if (!['auto', 'webgpu', 'cpu'].includes(backend)) {
     throw new Error(`?backend= must be auto, webgpu or cpu, not "${backend}"`);
   }
+  const sample = params.get('sample') ?? '0';
+  if (!/^[0-9]+$/.test(sample) || Number(sample) >= SAMPLES.length) {
+    throw new Error(`?sample= must be a paragraph number from 0 to ${SAMPLES.length - 1}, not "${sample}"`);
+  }
   const select = $('sample');
   select.replaceChildren(...SAMPLES.map((s, i) => new Option(s.label, i)));
-  $('text').value = SAMPLES[0].text;
+  select.value = sample;
+  $('text').value = SAMPLES[Number(sample)].text;
   forge = await createForge({ backend });
   showDevice(forge.device);
   const progress = $('load-progress');

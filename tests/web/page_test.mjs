@@ -139,12 +139,14 @@ async function checkLiveLabels(page) {
   await waitForState(page, ['done'], 120_000);
 }
 
-/** Stop right after Generate (the prefill, seconds long on SwiftShader) ends the run within 2 s. */
-async function checkStopDuringPrefill(page, webgpu) {
+/** Stop (the button, or Esc) right after Generate (the prefill, seconds long on SwiftShader)
+ *  ends the run within 2 s. */
+async function checkStopDuringPrefill(page, webgpu, how = 'click') {
   await page.fill('#max-tokens', '200');
   await page.click('#generate');
   const clicked = performance.now();
-  await page.click('#stop');
+  if (how === 'Esc') await page.keyboard.press('Escape');
+  else await page.click('#stop');
   await waitForState(page, ['done'], 2_000);
   const ms = performance.now() - clicked;
   const count = await page.$$eval('#output .tok.gen', (spans) => spans.length);
@@ -200,13 +202,19 @@ async function checkStartupError(browser, url) {
   const seen = [];
   page.on('response', (r) => { if (r.status() >= 400) seen.push(r.url()); });
   try {
+    // The documented ?checkpoint=model.compact loads the shipped model (once a 404)...
+    await page.goto(`${url}think.html?backend=cpu&checkpoint=model.compact`);
+    await waitForState(page, ['ready'], 60_000);
+    assert.match(await page.textContent('#model-info'), /layers/);
+    // ... and a checkpoint the model lacks says how to make one.
     await page.goto(`${url}?backend=cpu&checkpoint=model.safetensors`);
     await waitForState(page, ['error'], 60_000);
     assert.match(await page.textContent('#error'), /has no model\.safetensors.*forge convert/s);
     assert.ok(!(await page.isVisible('#load-progress')), 'the empty progress bar stays after the error');
     const facts = await page.textContent('#device');
     assert.ok(!facts.includes('…'), `placeholders stay after the error: ${facts}`);
-    assert.deepEqual(seen.map((u) => new URL(u).pathname), ['/model/model.safetensors']);
+    assert.deepEqual(seen.map((u) => new URL(u).pathname), ['/model/model.safetensors'],
+                     'only the missing checkpoint failed');
   } finally {
     await page.close();
   }
@@ -257,6 +265,7 @@ async function runCase(server, { webgpu, native }) {
 
     await checkGreedyHint(page);
     const stopMs = await checkStopDuringPrefill(page, webgpu);
+    const escMs = await checkStopDuringPrefill(page, webgpu, 'Esc');
     await checkLiveLabels(page);
     await checkFailedRunClears(page);
     if (!webgpu) {
@@ -274,7 +283,7 @@ async function runCase(server, { webgpu, native }) {
     assert.deepEqual(problems, [], `${name}: the page logged errors or failed requests`);
     console.log(`page_test: ${name} ok: ${shown.adapter}; ${out.ids.length} tokens, prefill ${out.prefill}, ` +
                 `first token ${out.firstToken}, ${out.tokensPerSecond} tokens/s; Stop after Generate ` +
-                `ended the run in ${stopMs.toFixed(0)} ms; screenshot ${shot}`);
+                `ended the run in ${stopMs.toFixed(0)} ms, Esc in ${escMs.toFixed(0)} ms; screenshot ${shot}`);
   } finally {
     await browser.close();
   }

@@ -12,8 +12,14 @@ namespace forge {
 namespace {
 
 /// Freed host blocks kept for reuse (host_pool.h): enough for every activation of a batched
-/// scoring forward, so a run of windows allocates from the system once.
+/// scoring forward, so a run of windows allocates from the system once. None in the browser:
+/// wasm memory is one heap that is never unmapped, so there are no page faults to save, and
+/// cached blocks would only grow it.
+#ifdef __EMSCRIPTEN__
+constexpr std::size_t kMaxCachedHostBytes = 0;
+#else
 constexpr std::size_t kMaxCachedHostBytes = std::size_t{1} << 30;
+#endif
 
 float* f(const Tensor& t) {
   return t.f32();
