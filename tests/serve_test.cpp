@@ -60,37 +60,55 @@ struct Response {
   std::string headers, body;
 };
 
-// One GET with `Connection: close`; status 0 when the connection is refused or times out.
-Response http_get(const std::string& ip, int port, const std::string& path) {
-  Response r;
+int connect_to(const std::string& ip, int port, int rcvbuf = 0) {
   const int sock = socket(AF_INET, SOCK_STREAM, 0);
   timeval timeout{5, 0};
   setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  if (rcvbuf > 0) setsockopt(sock, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   inet_pton(AF_INET, ip.c_str(), &addr.sin_addr);
   if (connect(sock, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     close(sock);
-    return r;
+    return -1;
   }
-  const std::string request =
-      "GET " + path + " HTTP/1.1\r\nHost: " + ip + "\r\nConnection: close\r\n\r\n";
-  if (send(sock, request.data(), request.size(), MSG_NOSIGNAL) < 0) {
-    close(sock);
-    return r;
-  }
-  std::string raw;
-  char chunk[4096];
-  ssize_t n;
-  while ((n = recv(sock, chunk, sizeof(chunk), 0)) > 0) raw.append(chunk, static_cast<size_t>(n));
-  close(sock);
+  return sock;
+}
+
+Response parse_response(const std::string& raw) {
+  Response r;
   const size_t split = raw.find("\r\n\r\n");
   if (raw.rfind("HTTP/1.1 ", 0) != 0 || split == std::string::npos) return r;
   r.status = std::atoi(raw.c_str() + 9);
   r.headers = raw.substr(0, split);
   r.body = raw.substr(split + 4);
   return r;
+}
+
+// Sends `request` as it is and reads until the server closes; status 0 when the connection is
+// refused or times out.
+Response http_raw(const std::string& ip, int port, const std::string& request) {
+  const int sock = connect_to(ip, port);
+  if (sock < 0) return {};
+  if (send(sock, request.data(), request.size(), MSG_NOSIGNAL) < 0) {
+    close(sock);
+    return {};
+  }
+  std::string raw;
+  char chunk[4096];
+  ssize_t n;
+  while ((n = recv(sock, chunk, sizeof(chunk), 0)) > 0) raw.append(chunk, static_cast<size_t>(n));
+  close(sock);
+  return parse_response(raw);
+}
+
+// One GET with `Connection: close` and the address as the Host.
+Response http_get(const std::string& ip, int port, const std::string& path,
+                  const std::string& extra_headers = "") {
+  return http_raw(ip, port,
+                  "GET " + path + " HTTP/1.1\r\nHost: " + ip + "\r\nConnection: close\r\n" +
+                      extra_headers + "\r\n");
 }
 
 std::string header(const Response& r, const std::string& name) {
@@ -137,6 +155,7 @@ class Server {
   const std::string& first_line() const { return line_; }
   const std::string& ip() const { return ip_; }
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
 
   // Sends `sig` (0: none) and waits up to 10 s for the exit status; -1 if it did not exit.
   int stop(int sig) {
@@ -177,7 +196,7 @@ class Server {
 };
 
 std::string dirs(const TempTree& t) {
-  return "--site " + t.site.string() + " --model " + t.model.string() + " --models " +
+  return "--no-api --site " + t.site.string() + " --model " + t.model.string() + " --models " +
          t.models.string();
 }
 
@@ -294,8 +313,8 @@ TEST(Serve, TakenPortIsAClearError) {
 
 TEST(Serve, MissingSiteDirectoryTellsHowToBuildIt) {
   const TempTree tree;
-  Server server("--site " + (tree.root / "nosite").string() + " --model " + tree.model.string() +
-                " --port 0");
+  Server server("--no-api --site " + (tree.root / "nosite").string() + " --model " +
+                tree.model.string() + " --port 0");
   EXPECT_EQ(server.stop(0), 1);
   EXPECT_NE(server.first_line().find("scripts/build_web.sh"), std::string::npos)
       << server.first_line();
@@ -311,6 +330,176 @@ TEST(Serve, SigintAndSigtermStopItCleanly) {
     EXPECT_NE(server.rest().find("forge serve: stopped"), std::string::npos);
     EXPECT_EQ(http_get(server.ip(), server.port(), "/").status, 0);
   }
+}
+
+// Resident memory of a process in KiB, from /proc.
+long resident_kib(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+  return -1;
+}
+
+TEST(Serve, OnlyLoopbackHostNamesUnlessTheHostFlagSaysOtherwise) {
+  const TempTree tree;
+  Server local(dirs(tree) + " --port 0");
+  ASSERT_GT(local.port(), 0) << local.first_line();
+  auto with_host = [&](const Server& s, const std::string& host) {
+    return http_raw(s.ip(), s.port(),
+                    "GET / HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n\r\n");
+  };
+  for (const std::string host :
+       {"localhost", "LOCALHOST:8080", "127.0.0.1", "127.0.0.9:80", "[::1]:8080"})
+    EXPECT_EQ(with_host(local, host).status, 200) << host;
+  // A DNS-rebinding page reaches 127.0.0.1 under its own name, and that name is in Host.
+  for (const std::string host :
+       {"evil.example", "evil.example:8080", "127.0.0.1.evil.example", "[::2]", ""}) {
+    const Response r = with_host(local, host);
+    EXPECT_EQ(r.status, 403) << host;
+    EXPECT_NE(r.body.find("Host header"), std::string::npos) << host;
+  }
+  Server any(dirs(tree) + " --host 0.0.0.0 --port 0");
+  ASSERT_GT(any.port(), 0) << any.first_line();
+  EXPECT_EQ(http_raw("127.0.0.1", any.port(),
+                     "GET / HTTP/1.1\r\nHost: forge.lan:80\r\nConnection: close\r\n\r\n")
+                .status,
+            200);
+}
+
+TEST(Serve, HeaderCountAndSizeAreBounded) {
+  const TempTree tree;
+  Server server(dirs(tree) + " --port 0");
+  ASSERT_GT(server.port(), 0) << server.first_line();
+  std::string many;
+  for (int i = 0; i < 150; ++i) many += "X-H" + std::to_string(i) + ": 1\r\n";
+  const Response counted = http_get(server.ip(), server.port(), "/", many);
+  EXPECT_EQ(counted.status, 431);
+  EXPECT_NE(counted.body.find("100 header fields"), std::string::npos) << counted.body;
+  // 64 MiB of headers on one connection: refused early, nothing of it kept.
+  const long before = resident_kib(server.pid());
+  const int sock = connect_to(server.ip(), server.port());
+  ASSERT_GE(sock, 0);
+  const std::string start = "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+  send(sock, start.data(), start.size(), MSG_NOSIGNAL);
+  const std::string line = "X-Filler: " + std::string(1000, 'a') + "\r\n";
+  std::string block;
+  for (int i = 0; i < 64; ++i) block += line;
+  size_t sent = 0;
+  while (sent < (64u << 20) && send(sock, block.data(), block.size(), MSG_NOSIGNAL) > 0)
+    sent += block.size();
+  EXPECT_LT(sent, 64u << 20) << "the server read 64 MiB of headers";
+  close(sock);
+  EXPECT_LT(resident_kib(server.pid()) - before, 16 * 1024);
+  EXPECT_EQ(http_get(server.ip(), server.port(), "/").status, 200);
+}
+
+TEST(Serve, SlowClientsNeitherStarveOthersNorStayForever) {
+  const TempTree tree;
+  Server server(dirs(tree) + " --port 0 --idle-timeout 1");
+  ASSERT_GT(server.port(), 0) << server.first_line();
+  std::vector<int> slow;
+  for (int i = 0; i < 32; ++i) {  // slowloris: a request line and half a header, then silence
+    slow.push_back(connect_to(server.ip(), server.port()));
+    ASSERT_GE(slow.back(), 0);
+    const std::string part = "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
+    send(slow.back(), part.data(), part.size(), MSG_NOSIGNAL);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(http_get(server.ip(), server.port(), "/").status, 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  // Each silent connection is closed after the idle timeout (recv sees the end, not a timeout).
+  for (const int sock : slow) {
+    char c;
+    EXPECT_EQ(recv(sock, &c, 1, 0), 0);
+    close(sock);
+  }
+}
+
+TEST(Serve, OneRangeAtMostAnd416PastTheEnd) {
+  const TempTree tree;
+  write_file(tree.site / "data.txt", "0123456789");
+  Server server(dirs(tree) + " --port 0");
+  ASSERT_GT(server.port(), 0) << server.first_line();
+  auto get = [&](const std::string& range) {
+    return http_get(server.ip(), server.port(), "/data.txt", "Range: " + range + "\r\n");
+  };
+  const Response head = get("bytes=2-4");
+  EXPECT_EQ(head.status, 206);
+  EXPECT_EQ(head.body, "234");
+  EXPECT_EQ(header(head, "Content-Range"), "bytes 2-4/10");
+  EXPECT_EQ(get("bytes=7-").body, "789");
+  EXPECT_EQ(get("bytes=-3").body, "789");
+  EXPECT_EQ(get("bytes=8-99999999999").body, "89");
+  for (const std::string past : {"bytes=99999999-", "bytes=10-", "bytes=-0"}) {
+    const Response r = get(past);
+    EXPECT_EQ(r.status, 416) << past;
+    EXPECT_EQ(header(r, "Content-Range"), "bytes */10") << past;
+  }
+  // 700 overlapping ranges, a reversed range and nonsense: the file once, whole.
+  std::string many = "bytes=0-";
+  for (int i = 0; i < 700; ++i) many += ",0-";
+  for (const std::string& ignored : {many, std::string("bytes=5-2"), std::string("bytes=a-b"),
+                                     std::string("lines=1-2"), std::string("bytes=-")}) {
+    const Response r = get(ignored);
+    EXPECT_EQ(r.status, 200) << ignored.substr(0, 20);
+    EXPECT_EQ(r.body, "0123456789") << ignored.substr(0, 20);
+  }
+}
+
+TEST(Serve, LyingOrHugeContentLengthIsRefused) {
+  const TempTree tree;
+  Server server(dirs(tree) + " --port 0");
+  ASSERT_GT(server.port(), 0) << server.first_line();
+  const Response huge = http_raw(server.ip(), server.port(),
+                                 "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                 "Content-Length: 18446744073622557417\r\n\r\n{}");
+  EXPECT_EQ(huge.status, 413);
+  const Response garbage =
+      http_raw(server.ip(), server.port(),
+               "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: -5\r\n\r\n");
+  EXPECT_EQ(garbage.status, 400);
+  EXPECT_EQ(http_get(server.ip(), server.port(), "/").status, 200);
+}
+
+TEST(Serve, LogLinesEscapeControlBytes) {
+  const TempTree tree;
+  Server server(dirs(tree) + " --port 0");
+  ASSERT_GT(server.port(), 0) << server.first_line();
+  EXPECT_EQ(http_get(server.ip(), server.port(), "/%1b[31mred%0aforged%7f.js").status, 404);
+  EXPECT_EQ(server.stop(SIGTERM), 0);
+  const std::string log = server.rest();
+  EXPECT_NE(log.find("GET /\\x1b[31mred\\x0aforged\\x7f.js -> 404"), std::string::npos) << log;
+  EXPECT_EQ(log.find('\x1b'), std::string::npos);
+  EXPECT_EQ(log.find("\nforged"), std::string::npos);
+}
+
+TEST(Serve, AFileChangedDuringADownloadIsNeverAWhole200) {
+  const TempTree tree;
+  const std::string original(32 << 20, 'a');
+  write_file(tree.model / "big.safetensors", original);
+  Server server(dirs(tree) + " --port 0");
+  ASSERT_GT(server.port(), 0) << server.first_line();
+  const int sock = connect_to(server.ip(), server.port(), 4096);  // a slow reader
+  ASSERT_GE(sock, 0);
+  const std::string request =
+      "GET /model/big.safetensors HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+  send(sock, request.data(), request.size(), MSG_NOSIGNAL);
+  std::string raw(65536, '\0');
+  const ssize_t first = recv(sock, raw.data(), raw.size(), MSG_WAITALL);
+  ASSERT_GT(first, 0);
+  raw.resize(static_cast<size_t>(first));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  write_file(tree.model / "big.safetensors", std::string(32 << 20, 'b'));  // edited in place
+  char chunk[65536];
+  ssize_t n;
+  while ((n = recv(sock, chunk, sizeof(chunk), 0)) > 0) raw.append(chunk, static_cast<size_t>(n));
+  close(sock);
+  const Response r = parse_response(raw);
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(header(r, "Content-Length"), std::to_string(original.size()));
+  EXPECT_LT(r.body.size(), original.size()) << "the changed file was sent to the end";
+  EXPECT_EQ(r.body.find('b'), std::string::npos) << "bytes of the new version were sent";
 }
 
 }  // namespace
