@@ -11,3 +11,4 @@ bash "$root/scripts/build_web.sh"
 bash "$root/scripts/build.sh"
 build="${FORGE_BUILD_DIR:-$root/build}"
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)" --timeout 900
+

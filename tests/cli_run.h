@@ -17,9 +17,9 @@ struct CliRun {
   std::string out;  // stdout and stderr together
 };
 
-/// `forge <args>`; args go through the shell, so quote what needs it.
-inline CliRun forge_cli(const std::string& args) {
-  const std::string command = std::string(FORGE_CLI) + " " + args + " 2>&1";
+/// A shell command line's exit status and output.
+inline CliRun shell_run(const std::string& command_line) {
+  const std::string command = command_line + " 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
   EXPECT_NE(pipe, nullptr);
   std::string out;
@@ -28,6 +28,11 @@ inline CliRun forge_cli(const std::string& args) {
   while ((n = fread(chunk.data(), 1, chunk.size(), pipe)) > 0) out.append(chunk.data(), n);
   const int status = pclose(pipe);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+/// `forge <args>`; args go through the shell, so quote what needs it.
+inline CliRun forge_cli(const std::string& args) {
+  return shell_run(std::string(FORGE_CLI) + " " + args);
 }
 
 /// The JSON object a successful run printed (from its first '{').

@@ -6,11 +6,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <random>
 
@@ -449,6 +451,26 @@ TEST(CompactCli, ConvertRefusesBadInputClearly) {
                 " --to compact");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.out.find("are the same file"), std::string::npos) << r.out;
+}
+
+TEST(CompactCli, ConvertRefusesEverySpellingOfItsInputAsOutputAndLeavesItIntact) {
+  const TempDir tmp;
+  const std::string golden = test::golden_dir("char") + "/model.safetensors";
+  fs::create_directories(tmp.file("d"));
+  fs::copy_file(golden, tmp.file("d/model.safetensors"));
+  fs::create_hard_link(tmp.file("d/model.safetensors"), tmp.file("hard.safetensors"));
+  fs::create_symlink(tmp.file("d"), tmp.file("link"));
+  for (const std::string& output :
+       {tmp.file("d/./model.safetensors"), tmp.file("d/../d/model.safetensors"),
+        tmp.file("link/model.safetensors"), tmp.file("hard.safetensors")}) {
+    const CliRun r = forge_cli("convert --input " + tmp.file("d/model.safetensors") + " --output " +
+                               output + " --to compact");
+    EXPECT_EQ(r.status, 1) << output;
+    EXPECT_NE(r.out.find("are the same file"), std::string::npos) << output << ": " << r.out;
+  }
+  std::ifstream a(golden, std::ios::binary), b(tmp.file("d/model.safetensors"), std::ios::binary);
+  EXPECT_TRUE(
+      std::equal(std::istreambuf_iterator<char>(a), {}, std::istreambuf_iterator<char>(b), {}));
 }
 
 }  // namespace

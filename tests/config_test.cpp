@@ -116,7 +116,7 @@ TEST(Gpt2Config, DeeplyNestedOrHugeValuesFailWithAShortMessage) {
   const std::string deep =
       "{\"n_layer\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
   expect_error([&] { Gpt2Config::from_json(deep, "deep.json"); },
-               "deep.json: 'n_layer' must be an integer, got array");
+               "deep.json: JSON nested deeper than 64 levels");
   const std::string huge = R"({"model_type": ")" + std::string(1 << 20, 'x') + "\"}";
   try {
     Gpt2Config::from_json(huge, "huge.json");
@@ -125,6 +125,27 @@ TEST(Gpt2Config, DeeplyNestedOrHugeValuesFailWithAShortMessage) {
     EXPECT_LT(std::string(e.what()).size(), 200u);
     EXPECT_NE(std::string(e.what()).find("huge.json: model_type \"xxxx"), std::string::npos);
   }
+}
+
+TEST(Gpt2Config, RepeatedKeysAndSizesThatOverflowAreRefused) {
+  expect_error([&] { Gpt2Config::from_json(R"({"n_layer": 2, "n_layer": 4})", "twice.json"); },
+               "twice.json: key \"n_layer\" appears twice in one object");
+  // 2^62: 4 · n_embd and n_embd² overflow int64.
+  expect_error(
+      [&] {
+        Gpt2Config::from_json(R"({"n_embd": 4611686018427387904, "n_head": 1, "n_inner": 0})",
+                              "big.json");
+      },
+      "big.json: n_inner 0 is not supported");
+  expect_error(
+      [&] { Gpt2Config::from_json(R"({"n_embd": 4611686018427387904, "n_head": 1})", "big.json"); },
+      "overflows 64 bits");
+  expect_error(
+      [&] {
+        Gpt2Config::from_json(R"({"n_layer": 1000000000000, "n_embd": 1024, "n_head": 16})",
+                              "deep.json");
+      },
+      "overflows 64 bits");
 }
 
 TEST(Gpt2Config, ActivationOtherThanGeluNewIsRefusedNamingTheTanhGelu) {
@@ -138,7 +159,7 @@ TEST(Gpt2Config, OptionsThatChangeTheModelAreRefused) {
   expect_error([] { Gpt2Config::from_json(config_with(R"("model_type": "llama")"), "c"); },
                "c: model_type \"llama\" is not \"gpt2\"");
   expect_error([] { Gpt2Config::from_json(config_with(R"("n_inner": 20)"), "c"); },
-               "c: n_inner 20 is not supported: Forge's MLP is 4 * n_embd = 32 wide");
+               "c: n_inner 20 is not supported: Forge's MLP is 4 * n_embd wide (n_embd 8)");
   expect_error(
       [] { Gpt2Config::from_json(config_with(R"("scale_attn_by_inverse_layer_idx": true)"), "c"); },
       "c: scale_attn_by_inverse_layer_idx = true is not supported");

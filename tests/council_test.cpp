@@ -205,6 +205,28 @@ TEST_P(CouncilTest, RejectsExpertsThatDoNotShareAHeadAndABadBeta) {
   test::expect_error([&] { council.start(std::vector<uint32_t>{1, 40}); }, "token id 40");
 }
 
+TEST_P(CouncilTest, SetSamplingIsAFreshCouncilWithThoseOptions) {
+  CouncilOptions sampled = greedy(0.5f);
+  sampled.sampling = {.greedy = false, .temperature = 0.9f, .top_k = 5, .seed = 11};
+  const auto run = [](Council& council) {
+    std::vector<uint32_t> ids;
+    CouncilStep s = council.start(kPrompt);
+    for (int i = 0; i < 8; ++i) {
+      ids.push_back(s.id);
+      if (i + 1 < 8) s = council.step(s.id);
+    }
+    return ids;
+  };
+  Council fresh(load({0, 1, 2, 3}, device()), sampled);
+  Council reused(load({0, 1, 2, 3}, device()), greedy(0.5f));
+  const std::vector<uint32_t> greedy_ids = run(reused);
+  reused.set_sampling(sampled.sampling);
+  const std::vector<uint32_t> want = run(fresh);
+  EXPECT_EQ(run(reused), want);
+  EXPECT_NE(want, greedy_ids) << "pick a seed whose draws leave the greedy path";
+  test::expect_error([&] { reused.set_sampling({.top_p = 0.0f}); }, "top-p must be in (0, 1]");
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, CouncilTest, ::testing::ValuesIn(test::devices_under_test()),
                          [](const auto& info) { return info.param; });
 

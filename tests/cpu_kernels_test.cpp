@@ -57,6 +57,14 @@ void for_each_config(Fn fn) {
   set_active_isa(saved);
 }
 
+TEST(ThreadPool, AbsurdThreadCountsAreClampedToAFewPerCore) {
+  ThreadPool pool(1'000'000);
+  EXPECT_EQ(pool.size(), ThreadPool::max_threads());
+  std::atomic<int64_t> sum = 0;
+  pool.parallel_for(1000, 1, [&](int64_t b, int64_t e) { sum += e - b; });
+  EXPECT_EQ(sum.load(), 1000);
+}
+
 // ---------------------------------------------------------------------------------------------
 // GEMM
 

@@ -3,6 +3,7 @@
 #include "forge/serialization/safetensors.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <bit>
@@ -403,7 +404,7 @@ TEST(SafetensorsHostile, DeeplyNestedOrHugeHeaderValuesFailWithAShortMessage) {
   const std::string deep = std::string(200000, '[') + std::string(200000, ']');
   expect_open_error(
       dir, with_header(R"({"w":{"dtype":"F32","data_offsets":[0,4],"shape":[)" + deep + "]}}"),
-      "tensor 'w': shape has a non-integer dimension array");
+      "JSON nested deeper than 64 levels");
   const std::string path = dir.file("huge-dtype.safetensors");
   write_bytes(path, with_header(R"({"w":{"shape":[1],"data_offsets":[0,4],"dtype":")" +
                                 std::string(1 << 20, 'Q') + "\"}}"));
@@ -456,6 +457,24 @@ TEST(SafetensorsHostile, OverlappingByteRangesAreRefused) {
                                 R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
                                 std::string(12, '\0')),
                     "tensor 'b' bytes [4, 12) overlap tensor 'a' bytes [0, 8)");
+}
+
+TEST(SafetensorsHostile, ATensorNamedTwiceIsRefused) {
+  const TempDir dir;
+  expect_open_error(dir,
+                    with_header(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                                R"("a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                                std::string(8, '\0')),
+                    "key \"a\" appears twice in one object");
+}
+
+TEST(SafetensorsHostile, AFifoOrDeviceIsRefusedAtOnceNotReadForever) {
+  const TempDir dir;
+  const std::string fifo = dir.file("fifo.safetensors");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  test::expect_error([&] { SafetensorsFile::open(fifo); }, fifo + ": it is a FIFO");
+  test::expect_error([&] { SafetensorsFile::open("/dev/zero"); }, "/dev/zero: it is a device");
+  test::expect_error([&] { SafetensorsFile::open(dir.file("")); }, "it is a directory");
 }
 
 }  // namespace

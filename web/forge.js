@@ -194,6 +194,44 @@ class Model {
     });
   }
 
+  // ---- Surprise (issue 14 section 3) ----
+  /**
+   * Scores every token of `text` after the first in one teacher-forced pass (forge::score's
+   * strided windows past the context), as `forge surprise` does. Returns { ids, first: { id,
+   * text }, positions: [{ id, text, bits, top: [{ id, text, probability }] }], stride,
+   * windows, ms }: bits = −log₂ p of the token that actually follows, top the topK most
+   * probable tokens, descending.
+   */
+  async score(text, { topK = 8 } = {}) {
+    this.alive();
+    if (!Number.isInteger(topK) || topK < 0) throw new Error(`topK must be an integer ≥ 0, got ${topK}`);
+    const ids = this.encode(text);
+    if (ids.length < 2) throw new Error(`scoring needs at least two tokens; the text has ${ids.length}`);
+    return this.native.serial(async () => {
+      this.alive();
+      const native = this.native;
+      const words = Uint32Array.from(ids);
+      const started = performance.now();
+      const result = await native.withBytesAsync(new Uint8Array(words.buffer), (ptr) =>
+        native.callAsync('forge_score', ['number', 'number', 'number', 'number'],
+                         [this.handle, ptr, words.length, topK]));
+      const scored = native.json(result);
+      const ms = performance.now() - started;
+      const texts = ids.map((id) => this.decode([id]));
+      return {
+        ids,
+        first: { id: ids[0], text: texts[0] },
+        positions: scored.bits.map((bits, i) => ({
+          id: ids[i + 1], text: texts[i + 1], bits, top: scored.top[i] ?? [],
+        })),
+        stride: scored.stride,
+        windows: scored.windows,
+        ms,
+      };
+    });
+  }
+  // ---- end of the Surprise block ----
+
   dispose() {
     if (!this.handle) return;
     const handle = this.handle;
@@ -201,6 +239,184 @@ class Model {
     this.native.serial(() => this.native.module._forge_model_free(handle));
   }
 }
+
+// ---- The council (issue 15, council.html): experts that merge their hidden states ----------
+
+/** A checked prompt's UTF-8 bytes: a non-string or a lone UTF-16 surrogate is an error. */
+function promptBytes(text) {
+  if (typeof text !== 'string') throw new Error(`encode needs a string, got ${typeof text}`);
+  if (text.isWellFormed && !text.isWellFormed()) {
+    throw new Error('text is not valid Unicode: it holds a lone UTF-16 surrogate');
+  }
+  return new TextEncoder().encode(text);
+}
+
+function checkBeta(beta) {
+  if (typeof beta !== 'number' || !Number.isFinite(beta) || beta < 0) {
+    throw new Error(`beta must be a finite number ≥ 0, got ${beta}`);
+  }
+  return beta;
+}
+
+/** Several experts sharing one head (forge::Council): loaded by Forge.loadCouncil. */
+class Council {
+  constructor(native, handle, info) {
+    this.native = native;
+    this.handle = handle;
+    this.info = info;
+    this.beta = 1.0;
+  }
+
+  alive() {
+    if (!this.handle) throw new Error('this council has been disposed');
+  }
+
+  encode(text) {
+    this.alive();
+    const bytes = promptBytes(text);
+    return this.native.withBytes(bytes, (ptr) =>
+      this.native.json(this.native.module._forge_council_encode(this.handle, ptr, bytes.length)));
+  }
+
+  decode(ids) {
+    this.alive();
+    const words = Uint32Array.from(ids);
+    return this.native.withBytes(new Uint8Array(words.buffer), (ptr) =>
+      this.native.json(this.native.module._forge_council_decode(this.handle, ptr, words.length)));
+  }
+
+  /** The router's β from the next step on, also during a run (generate's beta starts it). */
+  setBeta(beta) {
+    this.beta = checkBeta(beta);
+  }
+
+  /**
+   * Continues the prompt with every expert, merging their hidden states each step. options:
+   * { maxTokens, greedy, temperature, topK, topP, seed, beta, onStep }. onStep(step) runs once
+   * per token and may return false to stop: step = { index, id, text, beta, elapsedMs,
+   * experts: [{ name, weight, entropy, topId, topText }], hidden: Float32Array
+   * [experts][width] (each expert's hidden state after ln_f) }.
+   */
+  async generate(prompt, options = {}) {
+    this.alive();
+    const { onStep, ...rest } = options;
+    const settings = {
+      maxTokens: 64, greedy: false, temperature: 1.0, topK: 0, topP: 1.0, seed: 0, beta: this.beta,
+      ...rest,
+    };
+    this.setBeta(settings.beta);
+    const promptIds = this.encode(prompt);
+    return this.native.serial(async () => {
+      this.alive();
+      const native = this.native;
+      const module = native.module;
+      const names = this.info.experts.map((x) => x.name);
+      let beta = settings.beta;  // the β of the step being computed
+      let callbackError = null;
+      module.forgeOnCouncilStep = (stepJson, hidden) => {
+        const step = JSON.parse(stepJson);
+        step.beta = beta;
+        step.hidden = hidden;
+        step.experts.forEach((x, i) => { x.name = names[i]; });
+        try {
+          if (onStep && onStep(step) === false) return -1;
+        } catch (e) {
+          callbackError = e;
+          return -1;
+        }
+        beta = this.beta;
+        return beta;
+      };
+      const words = Uint32Array.from(promptIds);
+      const optionsBytes = native.cstring(JSON.stringify(settings));
+      try {
+        const result = await native.withBytesAsync(new Uint8Array(words.buffer), (ids) =>
+          native.withBytesAsync(optionsBytes, (opts) =>
+            native.callAsync('forge_council_generate', ['number', 'number', 'number', 'number'],
+                             [this.handle, ids, words.length, opts])));
+        if (callbackError) throw callbackError;
+        const out = native.json(result);
+        const decoded = out.ids.length - 1;
+        out.promptIds = promptIds;
+        out.tokensPerSecond = decoded > 0 && out.decodeMs > 0 ? (decoded * 1000) / out.decodeMs : 0;
+        return out;
+      } finally {
+        module.forgeOnCouncilStep = null;
+      }
+    });
+  }
+
+  dispose() {
+    if (!this.handle) return;
+    const handle = this.handle;
+    this.handle = 0;
+    this.native.serial(() => this.native.module._forge_council_free(handle));
+  }
+}
+
+/**
+ * Fetches a council directory's shared config.json and vocabulary and the expert checkpoints
+ * named in `experts` (file names inside it), and loads them on forge's device.
+ * onProgress(loaded, total) follows the checkpoints' bytes together.
+ */
+async function loadCouncil(forge, url, { experts, onProgress } = {}) {
+  if (!forge.runtime) throw new Error('this Forge has been disposed');
+  if (!Array.isArray(experts) || experts.length === 0 ||
+      !experts.every((x) => typeof x === 'string' && /^[^/\\]+\.(compact|safetensors)$/.test(x) &&
+                            !x.startsWith('.'))) {
+    throw new Error('experts must be a non-empty list of checkpoint file names (*.compact or *.safetensors)');
+  }
+  const base = url.endsWith('/') ? url : `${url}/`;
+  const vocabText = await (await fetchOk(`${base}vocab.json`)).text();
+  let vocab;
+  try {
+    vocab = JSON.parse(vocabText);
+  } catch (e) {
+    throw new Error(`${base}vocab.json is not JSON: ${e.message}`);
+  }
+  const files = {
+    'config.json': new Uint8Array(await (await fetchOk(`${base}config.json`)).arrayBuffer()),
+    'vocab.json': new TextEncoder().encode(vocabText),
+  };
+  if (!isCharVocabulary(vocab)) {
+    files['merges.txt'] = new Uint8Array(await (await fetchOk(`${base}merges.txt`)).arrayBuffer());
+  }
+  const responses = await Promise.all(experts.map((name) => fetchOk(`${base}${name}`)));
+  const totals = responses.map((r) => Number(r.headers.get('content-length')) || 0);
+  const loaded = experts.map(() => 0);
+  const report = () => {
+    const sum = (xs) => xs.reduce((a, b) => a + b, 0);
+    onProgress?.(sum(loaded), Math.max(sum(totals), sum(loaded)));
+  };
+  const bodies = await Promise.all(responses.map((r, i) =>
+    fetchBytes(`${base}${experts[i]}`, (n) => { loaded[i] = n; report(); }, r)));
+  experts.forEach((name, i) => { files[name] = bodies[i]; });
+
+  const native = forge.native;
+  const { FS } = native.module;
+  const dir = `/models/${nextModelDir++}`;
+  return native.serial(async () => {
+    FS.mkdirTree(dir);
+    try {
+      for (const [name, data] of Object.entries(files)) FS.writeFile(`${dir}/${name}`, data);
+      const handle = await native.withBytesAsync(native.cstring(dir), (d) =>
+        native.withBytesAsync(native.cstring(JSON.stringify(experts)), (n) =>
+          native.callAsync('forge_council_load', ['number', 'number', 'number'],
+                           [forge.runtime, d, n])));
+      if (!handle) {
+        const message = native.module.UTF8ToString(native.module._forge_error());
+        throw new Error(message.replaceAll(`${dir}/`, base));
+      }
+      const info = native.json(native.module._forge_council_info(handle));
+      info.bytes = bodies.reduce((sum, b) => sum + b.length, 0);
+      return new Council(native, handle, info);
+    } finally {
+      for (const name of Object.keys(files)) FS.unlink(`${dir}/${name}`);
+      FS.rmdir(dir);
+    }
+  });
+}
+// ---- end of the council -------------------------------------------------------------------
 
 class Forge {
   constructor(native, runtime, device) {
@@ -249,6 +465,17 @@ class Forge {
       }
       if (!response.ok) throw new Error(`fetching ${base}${checkpoint} failed: HTTP ${response.status}`);
     }
+    if (!response) {
+      response = await fetch(`${base}${checkpoint}`);
+      if (response.status === 404) {
+        const other = checkpoint === 'model.compact' ? 'model.safetensors' : 'model.compact';
+        throw new Error(`${base} has no ${checkpoint} (HTTP 404): load what it has with checkpoint ` +
+                        `'auto' (the page: leave ?checkpoint= out), or write one with ` +
+                        `\`forge convert --input ${other} --output ${checkpoint} --to ` +
+                        `${checkpoint.slice('model.'.length)}\``);
+      }
+      if (!response.ok) throw new Error(`fetching ${base}${checkpoint} failed: HTTP ${response.status}`);
+    }
     files[checkpoint] = await fetchBytes(`${base}${checkpoint}`, onProgress, response);
     const bytes = files[checkpoint].length;
 
@@ -277,6 +504,11 @@ class Forge {
         FS.rmdir(dir);
       }
     });
+  }
+
+  /** The council's experts (see loadCouncil above): loadCouncil('/models/council/', { experts }). */
+  loadCouncil(url, options) {
+    return loadCouncil(this, url, options);
   }
 
   dispose() {

@@ -2,12 +2,12 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "forge/backend/cpu/cpu_backend.h"
 #include "forge/backend/webgpu/webgpu_backend.h"
 #include "forge/core/error.h"
+#include "forge/serialization/file_io.h"
 #include "progress.h"
 
 namespace forge::cli {
@@ -22,6 +22,21 @@ void add_common_options(CLI::App& command, CommonOptions& options) {
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
   command.add_option("--threads", options.threads, "CPU threads (0: FORGE_NUM_THREADS or all)");
+}
+
+CLI::Validator seed_check() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const std::string max = "18446744073709551615";  // 2^64 − 1
+        const bool digits =
+            !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+        const size_t lead = digits ? std::min(text.find_first_not_of('0'), text.size() - 1) : 0;
+        const std::string_view value = std::string_view(text).substr(lead);
+        if (digits && (value.size() < max.size() || (value.size() == max.size() && value <= max)))
+          return "";
+        return "must be an integer from 0 to 2^64 - 1, got " + text;
+      },
+      "SEED");
 }
 
 void add_model_option(CLI::App& command, std::string& model_dir) {
@@ -55,8 +70,15 @@ LoadedModel load_model(const std::string& dir, const Device& device, bool quiet)
     loaded.model = std::make_unique<Gpt2>(Gpt2::load(
         dir, device, [&](int64_t done, int64_t all) { progress.update(done, all, "tensors"); }));
   }
-  if (std::filesystem::exists(dir + "/vocab.json"))
+  if (std::filesystem::exists(dir + "/vocab.json")) {
     loaded.tokenizer = Tokenizer::from_directory(dir);
+    // Smaller, generation fails mid-stream on an id with no token; larger, encoding makes ids
+    // the model has no embedding for.
+    FORGE_CHECK(loaded.tokenizer->vocab_size() == loaded.model->config().vocab_size,
+                "{}/vocab.json has {} tokens but the model's vocab_size is {}: they are not one "
+                "model's",
+                dir, loaded.tokenizer->vocab_size(), loaded.model->config().vocab_size);
+  }
   return loaded;
 }
 
@@ -80,11 +102,7 @@ std::vector<uint32_t> parse_ids(const std::string& text) {
 }
 
 std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  FORGE_CHECK(in.good(), "cannot open {}", path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+  return read_regular_file(path);
 }
 
 void print_json(const nlohmann::json& value) {

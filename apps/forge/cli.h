@@ -23,6 +23,9 @@ struct CommonOptions {
 };
 
 void add_common_options(CLI::App& command, CommonOptions& options);
+/// Checks a --seed: a decimal integer in [0, 2^64). CLI11 2.1 alone reads "-1" as 2^64 − 1 and
+/// an out-of-range value as something else, silently.
+CLI::Validator seed_check();
 void add_model_option(CLI::App& command, std::string& model_dir);
 
 /// The device the flags ask for; "auto" is WebGPU on a hardware GPU adapter, else the CPU.
@@ -52,5 +55,6 @@ void register_convert(CLI::App& app);
 void register_serve(CLI::App& app);
 void register_top(CLI::App& app);
 void register_council(CLI::App& app);
+void register_surprise(CLI::App& app);
 
 }  // namespace forge::cli

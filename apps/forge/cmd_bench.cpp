@@ -25,13 +25,41 @@ struct BenchArgs {
   int repeats = 3;
   int64_t steps_in_flight = 0;
   uint64_t seed = 1;
-  Gpt2Config shape;  // of the random model
+  std::vector<int64_t> batches;  // batched decode: sequences stepped together
+  Gpt2Config shape;              // of the random model
 };
 
 double now_ms() {
   return std::chrono::duration<double, std::milli>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+/// Milliseconds per step of `batch` copies of `prefilled` stepped together by Gpt2::hidden_steps
+/// `steps` times, each step one forward whose rows' argmax is read to the host (as a server
+/// streaming every token must) and fed back; the best of `repeats`.
+double bench_batched(const Gpt2& model, const KvCache& prefilled, uint32_t id, int64_t batch,
+                     int64_t steps, int repeats) {
+  double best = 1e30;
+  for (int r = 0; r < std::max(1, repeats); ++r) {
+    std::vector<KvCache> caches(batch);
+    std::vector<KvCache*> pointers;
+    for (KvCache& c : caches) {
+      for (const Tensor& k : prefilled.k) c.k.push_back(k.to(model.device()));
+      for (const Tensor& v : prefilled.v) c.v.push_back(v.to(model.device()));
+      c.length = prefilled.length;
+      pointers.push_back(&c);
+    }
+    caches.back().k.back().rows(0, 1).to_floats();  // the copies are done before the clock
+    std::vector<uint32_t> ids(batch, id);
+    const double t0 = now_ms();
+    for (int64_t s = 0; s < steps; ++s) {
+      DispatchScope scope(model.device());
+      ids = ops::argmax(model.logits_from_hidden(model.hidden_steps(pointers, ids))).to_ids();
+    }
+    best = std::min(best, (now_ms() - t0) / static_cast<double>(steps));
+  }
+  return best;
 }
 
 void run_bench(const BenchArgs& args) {
@@ -124,6 +152,26 @@ void run_bench(const BenchArgs& args) {
     out["decode_bound_ms_per_token"] = bound_ms;
     out["decode_vs_bound"] = decode_per_token / bound_ms;
   }
+  if (!args.batches.empty()) {
+    KvCache prefilled = model.new_cache();
+    uint32_t id = 0;
+    {
+      DispatchScope scope(device);
+      id = next(model.prefill(prefilled, prompt));
+    }
+    const int64_t steps = std::max<int64_t>(1, args.decode_tokens);
+    nlohmann::json rows = nlohmann::json::array();
+    for (int64_t b : args.batches) {
+      const double ms = bench_batched(model, prefilled, id, b, steps, args.repeats);
+      const double tokens_per_s = 1000.0 * static_cast<double>(b) / ms;
+      rows.push_back({{"batch", b},
+                      {"ms_per_step", ms},
+                      {"tokens_per_s", tokens_per_s},
+                      {"tokens_per_s_per_stream", tokens_per_s / static_cast<double>(b)},
+                      {"vs_single_stream", tokens_per_s * decode_per_token / 1000.0}});
+    }
+    out["batched_decode"] = rows;
+  }
   if (args.common.json()) {
     print_json(out);
     return;
@@ -150,6 +198,14 @@ void run_bench(const BenchArgs& args) {
         weight_bytes / 1e6, out["copy_bandwidth_gbs"].get<double>(),
         out["decode_bound_ms_per_token"].get<double>(), out["decode_vs_bound"].get<double>());
   }
+  for (const nlohmann::json& row : out.value("batched_decode", nlohmann::json::array())) {
+    std::printf(
+        "batched   %3lld sequences: %.3f ms/step, %.1f tokens/s (%.1f per stream), %.2fx one "
+        "stream\n",
+        static_cast<long long>(row["batch"].get<int64_t>()), row["ms_per_step"].get<double>(),
+        row["tokens_per_s"].get<double>(), row["tokens_per_s_per_stream"].get<double>(),
+        row["vs_single_stream"].get<double>());
+  }
 }
 
 }  // namespace
@@ -169,6 +225,11 @@ void register_bench(CLI::App& app) {
                   "greedy decode steps per GPU submit (0: the backend's choice)")
       ->check(CLI::Range(0, 256))
       ->capture_default_str();
+  cmd->add_option("--batch", args->batches,
+                  "also decode this many sequences together, one forward per step (a list: "
+                  "--batch 1,4,8)")
+      ->delimiter(',')
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
   cmd->add_option("--n-layer", args->shape.n_layer, "random model: layers")->capture_default_str();
   cmd->add_option("--n-head", args->shape.n_head, "random model: heads")->capture_default_str();
   cmd->add_option("--n-embd", args->shape.n_embd, "random model: width")->capture_default_str();
@@ -176,6 +237,7 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--vocab-size", args->shape.vocab_size, "random model: vocabulary")
       ->capture_default_str();
   cmd->add_option("--seed", args->seed, "seed of the random model and prompt")
+      ->check(seed_check())
       ->capture_default_str();
   cmd->callback([args] { run_bench(*args); });
 }

@@ -67,9 +67,20 @@ struct KindError {
   double max_abs = 0, sum_abs = 0, sum_abs_value = 0;
 };
 
+/// Whether two paths name one file: the same path once normalised (d/./m, links, ..), or the
+/// same inode (a hard link).
+bool same_file(const std::string& a, const std::string& b) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec) && !ec) return true;
+  return fs::exists(a) && fs::exists(b) && fs::equivalent(a, b, ec);
+}
+
 void run_convert(const ConvertArgs& args) {
-  FORGE_CHECK(std::filesystem::absolute(args.input) != std::filesystem::absolute(args.output),
-              "--input and --output are the same file {}", args.input);
+  // The output is written to a temporary and renamed over --output (save_* are atomic), so an
+  // error never leaves it half-written; this check keeps the rename off the input.
+  FORGE_CHECK(!same_file(args.input, args.output), "--input {} and --output {} are the same file",
+              args.input, args.output);
   const CheckpointFormat in_format = detect_checkpoint_format(args.input);
   const NamedTensors tensors = read_checkpoint(args.input, in_format, args.format == "json");
   const CheckpointFormat out_format =

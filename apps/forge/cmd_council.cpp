@@ -219,7 +219,9 @@ void register_council(CLI::App& app) {
   cmd->add_option("--top-k", sampling.top_k, "sample among the k likeliest (0: all)")
       ->capture_default_str();
   cmd->add_option("--top-p", sampling.top_p, "nucleus mass in (0, 1]")->capture_default_str();
-  cmd->add_option("--seed", sampling.seed, "sampler seed")->capture_default_str();
+  cmd->add_option("--seed", sampling.seed, "sampler seed")
+      ->check(seed_check())
+      ->capture_default_str();
   cmd->add_flag("--greedy", sampling.greedy, "always take the likeliest merged token");
   cmd->add_flag("--ignore-eos", args->no_eos_stop, "do not stop at the end-of-text token");
   cmd->callback([args, cmd] {

@@ -89,7 +89,9 @@ void register_generate(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--top-p", args->options.sampling.top_p, "nucleus mass in (0, 1]")
       ->capture_default_str();
-  cmd->add_option("--seed", args->options.sampling.seed, "sampler seed")->capture_default_str();
+  cmd->add_option("--seed", args->options.sampling.seed, "sampler seed")
+      ->check(seed_check())
+      ->capture_default_str();
   cmd->add_flag("--greedy", args->options.sampling.greedy, "always take the likeliest token");
   cmd->add_option("--stop", args->options.stop_strings, "stop before this text (repeatable)");
   cmd->add_flag("--sliding-window", args->options.sliding_window,

@@ -1,9 +1,12 @@
-// forge score: per-token negative log-likelihood and perplexity of a text.
+// forge score: per-token negative log-likelihood and perplexity of a text, windowed past the
+// context (score.h).
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "cli.h"
 #include "forge/core/error.h"
+#include "forge/models/gpt2/score.h"
 #include "progress.h"
 
 namespace forge::cli {
@@ -12,31 +15,8 @@ namespace {
 struct ScoreArgs {
   CommonOptions common;
   std::string model_dir, text, file, ids;
+  std::optional<int64_t> stride;  // unset: half the context
 };
-
-/// NLL of each token after the first, in windows of the context length: window w predicts
-/// tokens [w·(n_ctx−1)+1, …) from up to n_ctx tokens of history.
-std::vector<double> token_nlls(const Gpt2& model, const std::vector<uint32_t>& ids,
-                               ProgressLine& progress) {
-  const size_t ctx = static_cast<size_t>(model.config().n_ctx);
-  std::vector<double> nll;
-  for (size_t start = 0; start + 1 < ids.size(); start += ctx - 1) {
-    const size_t end = std::min(ids.size(), start + ctx);
-    const std::span<const uint32_t> window(ids.data() + start, end - start);
-    const std::vector<float> logits = model.forward(window).to_floats();
-    const size_t vocab = static_cast<size_t>(model.config().vocab_size);
-    for (size_t i = 0; i + 1 < window.size(); ++i) {
-      const float* row = logits.data() + i * vocab;
-      double max = row[0];
-      for (size_t j = 1; j < vocab; ++j) max = std::max<double>(max, row[j]);
-      double sum = 0.0;
-      for (size_t j = 0; j < vocab; ++j) sum += std::exp(row[j] - max);
-      nll.push_back(std::log(sum) + max - row[window[i + 1]]);
-    }
-    progress.update(int64_t(nll.size()), int64_t(ids.size() - 1), "tokens");
-  }
-  return nll;
-}
 
 void run_score(const ScoreArgs& args) {
   const int given = !args.text.empty() + !args.file.empty() + !args.ids.empty();
@@ -50,17 +30,24 @@ void run_score(const ScoreArgs& args) {
     FORGE_CHECK(loaded.tokenizer != nullptr, "{} has no vocab.json: use --ids", args.model_dir);
     ids = loaded.tokenizer->encode(args.text.empty() ? read_file(args.file) : args.text);
   }
-  FORGE_CHECK(ids.size() >= 2, "scoring needs at least two tokens, got {}", ids.size());
-  std::vector<double> nll;
+  SequenceScores scores;
   {
     ProgressLine progress("scoring", args.common.json());
-    nll = token_nlls(*loaded.model, ids, progress);
+    ScoreOptions options;
+    options.stride = args.stride;
+    options.on_progress = [&](int64_t done, int64_t total) {
+      progress.update(done, total, "tokens");
+    };
+    scores = score_sequence(*loaded.model, ids, options);
   }
+  const std::vector<double>& nll = scores.nll;
   double total = 0.0;
   for (double v : nll) total += v;
   const double mean = total / static_cast<double>(nll.size());
   if (args.common.json()) {
     print_json({{"ids", ids},
+                {"stride", scores.stride},
+                {"windows", scores.windows},
                 {"nll", nll},
                 {"mean_nll", mean},
                 {"perplexity", std::exp(mean)},
@@ -88,6 +75,9 @@ void register_score(CLI::App& app) {
   cmd->add_option("--text", args->text, "text to score");
   cmd->add_option("--file", args->file, "file whose text to score");
   cmd->add_option("--ids", args->ids, "token ids to score: 1,2,3");
+  cmd->add_option("--stride", args->stride,
+                  "new tokens per window past the context (default half the context: each token "
+                  "sees at least n_ctx - stride of history)");
   cmd->callback([args] { run_score(*args); });
 }
 

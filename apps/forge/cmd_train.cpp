@@ -3,15 +3,21 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <set>
 
 #include "cli.h"
 #include "forge/core/error.h"
 #include "forge/serialization/file_io.h"
+#include "forge/serialization/json_parse.h"
 #include "forge/tokenizer/utf8.h"
+#include "forge/train/run_dir.h"
+#include "forge/train/sha256.h"
 #include "forge/train/trainer.h"
 #include "progress.h"
 #include "train_ranks.h"
@@ -25,7 +31,7 @@ struct TrainArgs {
   std::string corpus, out, tokenizer = "char", bpe_dir, config_file, init_from;
   train::TrainConfig config;
   train::DataParallelOptions data_parallel;
-  bool resume = false;
+  bool resume = false, force = false;
   int64_t stop_after = 0;
 };
 
@@ -56,25 +62,51 @@ std::string char_vocab_json(const std::string& text) {
   return vocab.dump() + "\n";
 }
 
-/// GPT-2's files into `out` as vocab.json + merges.txt, from a directory holding those or
-/// OpenAI's encoder.json + vocab.bpe.
-void copy_bpe_files(const std::string& from, const std::string& out) {
+/// The files of a tokenizer directory (vocab.json, and merges.txt for BPE; an empty `merges`
+/// means none), held in memory until the run has been validated and may write.
+struct TokenizerFiles {
+  std::string vocab, merges;
+
+  void write(const std::string& dir) const {
+    write_file(dir + "/vocab.json", vocab);
+    if (!merges.empty()) write_file(dir + "/merges.txt", merges);
+  }
+};
+
+/// GPT-2's files, from a directory holding vocab.json + merges.txt or OpenAI's encoder.json +
+/// vocab.bpe.
+TokenizerFiles bpe_files(const std::string& from) {
   const bool hf = fs::exists(from + "/vocab.json") && fs::exists(from + "/merges.txt");
   const bool openai = fs::exists(from + "/encoder.json") && fs::exists(from + "/vocab.bpe");
   FORGE_CHECK(hf || openai, "{} holds neither vocab.json + merges.txt nor encoder.json + vocab.bpe",
               from);
-  write_file(out + "/vocab.json", read_file(from + (hf ? "/vocab.json" : "/encoder.json")));
-  write_file(out + "/merges.txt", read_file(from + (hf ? "/merges.txt" : "/vocab.bpe")));
+  return {read_file(from + (hf ? "/vocab.json" : "/encoder.json")),
+          read_file(from + (hf ? "/merges.txt" : "/vocab.bpe"))};
 }
 
 /// A fine-tune reads ids as its checkpoint does: the checkpoint's vocabulary (vocab.json, and
-/// merges.txt for BPE) goes into `out` unchanged.
-void copy_tokenizer_files(const std::string& from, const std::string& out) {
+/// merges.txt for BPE) unchanged.
+TokenizerFiles init_from_files(const std::string& from) {
   FORGE_CHECK(fs::exists(from + "/vocab.json"), "--init-from {}: no vocab.json there", from);
-  write_file(out + "/vocab.json", read_file(from + "/vocab.json"));
-  if (fs::exists(from + "/merges.txt")) {
-    write_file(out + "/merges.txt", read_file(from + "/merges.txt"));
-  }
+  return {read_file(from + "/vocab.json"),
+          fs::exists(from + "/merges.txt") ? read_file(from + "/merges.txt") : std::string()};
+}
+
+/// Loads a tokenizer from files not yet in --out, through a private temporary directory that
+/// is removed again, so a bad vocabulary fails before --out is touched.
+std::unique_ptr<Tokenizer> staged_tokenizer(const TokenizerFiles& files) {
+  std::string pattern = (fs::temp_directory_path() / "forge-train-XXXXXX").string();
+  FORGE_CHECK(::mkdtemp(pattern.data()) != nullptr, "cannot create a temporary directory {}: {}",
+              pattern, std::strerror(errno));
+  struct Remove {
+    std::string dir;
+    ~Remove() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  } remove{pattern};
+  files.write(pattern);
+  return Tokenizer::from_directory(pattern);
 }
 
 std::string default_bpe_dir() {
@@ -102,34 +134,44 @@ void run_train(TrainArgs& args, CLI::App& cmd, train::DataParallel* dp) {
   const bool root = !dp || dp->rank() == 0;
   const bool tty = isatty(STDERR_FILENO) && !args.common.json();
 
-  // The tokens: the vocabulary lives in the output directory, so a resume re-reads it.
-  std::string corpus_path = args.corpus;
-  if (args.resume && corpus_path.empty()) {
-    corpus_path = nlohmann::json::parse(read_file(args.out + "/corpus.json")).at("path");
-  }
-  FORGE_CHECK(!corpus_path.empty(), "--corpus is required for a new run");
+  // Everything is read and validated before the first write to --out: a run that cannot
+  // start leaves the directory as it was.
   FORGE_CHECK(!args.resume || args.init_from.empty(),
               "--init-from starts a new run; --resume continues one: give one of them");
-  const std::string text = read_file(corpus_path);
-  if (!args.resume && root) {
-    fs::create_directories(args.out);
-    if (!args.init_from.empty()) {
-      copy_tokenizer_files(args.init_from, args.out);
-    } else if (args.tokenizer == "char") {
-      write_file(args.out + "/vocab.json", char_vocab_json(text));
-    } else {
-      copy_bpe_files(args.bpe_dir.empty() ? default_bpe_dir() : args.bpe_dir, args.out);
+  FORGE_CHECK(!args.resume || !args.force, "--force starts a new run; --resume continues one");
+  if (root && !args.resume) train::check_new_run_dir(args.out, args.force);
+  const std::string corpus_json = args.out + "/corpus.json";
+  nlohmann::json corpus_info;
+  if (args.resume) {
+    try {
+      corpus_info = parse_json_limited(read_file(corpus_json), corpus_json);
+    } catch (const nlohmann::json::exception& e) {
+      fail("{}: not valid JSON ({})", corpus_json, e.what());
     }
-    write_file(args.out + "/corpus.json",
-               nlohmann::json{{"path", fs::absolute(corpus_path).string()},
-                              {"bytes", text.size()},
-                              {"tokenizer", args.init_from.empty() ? args.tokenizer : "init_from"},
-                              {"init_from", args.init_from}}
-                       .dump(2) +
-                   "\n");
+    FORGE_CHECK(
+        corpus_info.is_object() && corpus_info.contains("path") && corpus_info["path"].is_string(),
+        "{}: no \"path\" of the corpus", corpus_json);
   }
-  if (dp) dp->barrier("waiting for rank 0 to write the vocabulary");
-  const auto tokenizer = Tokenizer::from_directory(args.out);
+  const std::string corpus_path =
+      args.corpus.empty() && args.resume ? corpus_info["path"].get<std::string>() : args.corpus;
+  FORGE_CHECK(!corpus_path.empty(), "--corpus is required for a new run");
+  const std::string text = read_file(corpus_path);
+  const std::string corpus_sha256 = train::sha256_hex(text);
+  if (args.resume && corpus_info.contains("sha256")) {
+    FORGE_CHECK(corpus_info["sha256"] == corpus_sha256,
+                "--resume: the corpus {} is not the one the run started on (its SHA-256 differs "
+                "from the one in {}): it changed, or --corpus names another file",
+                corpus_path, corpus_json);
+  }
+  TokenizerFiles tokenizer_files;
+  if (!args.resume) {
+    tokenizer_files = !args.init_from.empty() ? init_from_files(args.init_from)
+                      : args.tokenizer == "char"
+                          ? TokenizerFiles{char_vocab_json(text), ""}
+                          : bpe_files(args.bpe_dir.empty() ? default_bpe_dir() : args.bpe_dir);
+  }
+  const auto tokenizer =
+      args.resume ? Tokenizer::from_directory(args.out) : staged_tokenizer(tokenizer_files);
   std::vector<uint32_t> tokens;
   {
     ProgressLine progress(
@@ -147,13 +189,15 @@ void run_train(TrainArgs& args, CLI::App& cmd, train::DataParallel* dp) {
     train::TrainConfig config = args.config;
     if (!args.config_file.empty()) {
       // The file gives the base; flags given explicitly override it.
-      nlohmann::json file;
       try {
-        file = nlohmann::json::parse(read_file(args.config_file));
+        config = train::TrainConfig::from_json(
+            parse_json_limited(read_file(args.config_file), args.config_file),
+            train::TrainConfig{});
       } catch (const nlohmann::json::exception& e) {
         fail("{}: {}", args.config_file, e.what());
+      } catch (const Error& e) {
+        fail("{}: {}", args.config_file, e.what());
       }
-      config = train::TrainConfig::from_json(file, train::TrainConfig{});
       nlohmann::json flags = args.config.to_json(), overrides = nlohmann::json::object();
       for (const auto& [key, value] : flags.items()) {
         std::string flag = "--" + key;
@@ -175,6 +219,19 @@ void run_train(TrainArgs& args, CLI::App& cmd, train::DataParallel* dp) {
       if (!cmd.count("--n-ctx")) config.n_ctx = m.n_ctx;
       trainer = train::Trainer::from_model(config, std::move(model), tokens, args.out, dp);
     }
+  }
+  if (root && !args.resume) {
+    train::prepare_new_run_dir(args.out, args.force);
+    fs::create_directories(args.out);
+    tokenizer_files.write(args.out);
+    write_file(corpus_json,
+               nlohmann::json{{"path", fs::absolute(corpus_path).string()},
+                              {"bytes", text.size()},
+                              {"sha256", corpus_sha256},
+                              {"tokenizer", args.init_from.empty() ? args.tokenizer : "init_from"},
+                              {"init_from", args.init_from}}
+                       .dump(2) +
+                   "\n");
   }
   const train::TrainConfig& c = trainer->config();
   const int64_t ranks = dp ? dp->size() : 1;
@@ -280,6 +337,8 @@ void register_train(CLI::App& app) {
                   "JSON file of training settings (keys as flags, "
                   "with _ for -); explicit flags override it");
   cmd->add_flag("--resume", args->resume, "continue the run checkpointed in --out exactly");
+  cmd->add_flag("--force", args->force,
+                "start a new run in a non-empty --out, replacing the model files there");
   cmd->add_option("--init-from", args->init_from,
                   "fine-tune: start from this model directory's weights, shape and vocabulary "
                   "(new optimizer state)");
@@ -314,7 +373,9 @@ void register_train(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--val-fraction", c.val_fraction, "held-out tail of the corpus")
       ->capture_default_str();
-  cmd->add_option("--seed", c.seed, "initialisation, data and dropout seed")->capture_default_str();
+  cmd->add_option("--seed", c.seed, "initialisation, data and dropout seed")
+      ->check(seed_check())
+      ->capture_default_str();
   add_data_parallel_options(*cmd, args->data_parallel);
   cmd->callback([args, cmd] {
     run_ranks(args->data_parallel, [&](train::DataParallel* dp) { run_train(*args, *cmd, dp); });

@@ -1,4 +1,4 @@
-// forge: generate, score, tokenize, inspect and benchmark GPT-2 models.
+// forge: generate, score, surprise, tokenize, inspect and benchmark GPT-2 models.
 #include <cstdio>
 
 #include "cli.h"
@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   forge::cli::register_serve(app);
   forge::cli::register_top(app);
   forge::cli::register_council(app);
+  forge::cli::register_surprise(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <numbers>
 #include <optional>
 #include <span>
 #include <string>
@@ -17,8 +18,10 @@
 #include "forge/backend/webgpu/webgpu_backend.h"
 #include "forge/core/backend.h"
 #include "forge/core/error.h"
+#include "forge/models/gpt2/council.h"
 #include "forge/models/gpt2/gpt2.h"
 #include "forge/models/gpt2/sampler.h"
+#include "forge/models/gpt2/score.h"
 #include "forge/tokenizer/tokenizer.h"
 
 namespace {
@@ -153,7 +156,10 @@ EMSCRIPTEN_KEEPALIVE const char* forge_decode(Model* m, const uint32_t* ids, int
 /// Generates from prompt ids, calling forge_js_step once per token; the same steps as
 /// forge::generate (prefill, then one cached step per token, the same Sampler), so greedy ids
 /// equal the native CLI's. options: {maxTokens, greedy, temperature, topK, topP, seed, topN,
-/// attention}. Returns {ids, text, stopReason, prefillMs, decodeMs}.
+/// attention, slidingWindow}. slidingWindow does what forge generate --sliding-window does when
+/// the context fills: keep its last half, prefill that again and go on; each step then says
+/// where its attention window starts (windowStart, in prompt + generated tokens). The first
+/// step carries prefillMs. Returns {ids, text, stopReason, prefillMs, decodeMs}.
 EMSCRIPTEN_KEEPALIVE const char* forge_generate(Model* m, const uint32_t* prompt_ids, int count,
                                                 const char* options_json) {
   return guarded<const char*>(nullptr, [&]() -> const char* {
@@ -163,6 +169,7 @@ EMSCRIPTEN_KEEPALIVE const char* forge_generate(Model* m, const uint32_t* prompt
     const int64_t max_tokens = o.value("maxTokens", int64_t{64});
     const int64_t top_n = o.value("topN", int64_t{8});
     const bool want_attention = o.value("attention", true);
+    const bool sliding_window = o.value("slidingWindow", false);
     forge::SamplingOptions sampling;
     sampling.greedy = o.value("greedy", false);
     sampling.temperature = o.value("temperature", 1.0f);
@@ -236,6 +243,7 @@ EMSCRIPTEN_KEEPALIVE const char* forge_generate(Model* m, const uint32_t* prompt
     const double prefill_ms = ms_since(begin);
     const auto decode_start = std::chrono::steady_clock::now();
 
+    std::vector<uint32_t> context(prompt.begin(), prompt.end());
     std::vector<uint32_t> ids;
     std::string text;
     const char* reason = "max_tokens";
@@ -245,6 +253,7 @@ EMSCRIPTEN_KEEPALIVE const char* forge_generate(Model* m, const uint32_t* prompt
         break;
       }
       ids.push_back(id);
+      context.push_back(id);
       const std::string piece = decoder.push(id);
       text += piece;
       json step_top = json::array();
@@ -258,16 +267,20 @@ EMSCRIPTEN_KEEPALIVE const char* forge_generate(Model* m, const uint32_t* prompt
                    {"text", piece},
                    {"top", step_top},
                    {"elapsedMs", ms_since(begin)}};
+      if (ids.size() == 1) step["prefillMs"] = prefill_ms;
       if (want_attention) {
-        step["attention"] = {
-            {"layers", config.n_layer}, {"heads", config.n_head}, {"length", cache.length}};
+        // The positions this step's attention saw: the cache, which began at windowStart.
+        step["attention"] = {{"layers", config.n_layer},
+                             {"heads", config.n_head},
+                             {"length", cache.length},
+                             {"windowStart", context.size() - 1 - cache.length}};
       }
       if (!forge_js_step(out(step), attention.data(), static_cast<int>(attention.size()))) {
         reason = "callback";
         break;
       }
       if (static_cast<int64_t>(ids.size()) == max_tokens) break;
-      if (cache.length == config.n_ctx) {
+      if (cache.length == config.n_ctx && !sliding_window) {
         reason = "context_full";
         break;
       }
@@ -277,7 +290,15 @@ EMSCRIPTEN_KEEPALIVE const char* forge_generate(Model* m, const uint32_t* prompt
         yielded = std::chrono::steady_clock::now();
       }
       forge::DispatchScope scope(model.device());
-      id = choose(model.hidden_step(cache, id, tracing));
+      if (cache.length == config.n_ctx) {  // as forge::generate slides its window
+        const size_t keep = static_cast<size_t>(config.n_ctx / 2);
+        cache = model.new_cache();
+        id = choose(model.prefill(
+            cache, std::span<const uint32_t>(context.data() + context.size() - keep, keep),
+            tracing));
+      } else {
+        id = choose(model.hidden_step(cache, id, tracing));
+      }
     }
     text += decoder.finish();
     return out({{"ids", ids},
@@ -289,3 +310,220 @@ EMSCRIPTEN_KEEPALIVE const char* forge_generate(Model* m, const uint32_t* prompt
 }
 
 }  // extern "C"
+
+// ---- The council (issue 15, council.html): experts that merge their hidden states ----------
+//
+// forge_council_load reads the experts' checkpoints from one MEMFS directory that also holds
+// their shared config.json and vocabulary; forge_council_generate runs forge::Council's steps,
+// the ones `forge council` runs, so greedy ids and weights equal the native CLI's.
+
+namespace {
+
+struct CouncilHandle {
+  forge::Council council;
+  std::unique_ptr<forge::Tokenizer> tokenizer;
+  std::vector<std::string> names;  // the checkpoints' file names, in expert order
+};
+
+/// A checkpoint's name as the page shows it: "1790-1860.compact" → "1790-1860".
+std::string expert_label(const std::string& file) {
+  const size_t dot = file.rfind('.');
+  return dot == std::string::npos || dot == 0 ? file : file.substr(0, dot);
+}
+
+}  // namespace
+
+// forge.js sets Module.forgeOnCouncilStep before a council run. It returns the β for the next
+// step (the page's control may move during a run), or a negative number to stop.
+EM_JS(double, forge_js_council_step, (const char* step_json, const float* hidden, int count), {
+  return Module.forgeOnCouncilStep(UTF8ToString(step_json),
+                                   HEAPF32.slice(hidden >> 2, (hidden >> 2) + count));
+});
+
+extern "C" {
+
+/// dir holds config.json, vocab.json (merges.txt for BPE) and the checkpoints that
+/// names_json (a JSON array of file names) lists, one per expert.
+EMSCRIPTEN_KEEPALIVE CouncilHandle* forge_council_load(Runtime* rt, const char* dir,
+                                                       const char* names_json) {
+  return guarded<CouncilHandle*>(nullptr, [&] {
+    const json names = json::parse(names_json);
+    FORGE_CHECK(names.is_array() && !names.empty(),
+                "the council needs a non-empty list of expert checkpoints");
+    std::vector<forge::Gpt2> experts;
+    std::vector<std::string> files;
+    for (const json& name : names) {
+      FORGE_CHECK(name.is_string(), "expert names must be strings, got {}", name.dump());
+      files.push_back(name.get<std::string>());
+      experts.push_back(forge::load_expert(std::string(dir) + "/" + files.back(), rt->device));
+    }
+    auto tokenizer = forge::Tokenizer::from_directory(dir);
+    FORGE_CHECK(tokenizer->vocab_size() <= experts[0].config().vocab_size,
+                "the tokenizer in {} has {} tokens but the experts only {}", dir,
+                tokenizer->vocab_size(), experts[0].config().vocab_size);
+    forge::CouncilOptions options;
+    options.read_hidden = true;  // the page draws every expert's hidden state
+    return new CouncilHandle{forge::Council(std::move(experts), options), std::move(tokenizer),
+                             std::move(files)};
+  });
+}
+
+EMSCRIPTEN_KEEPALIVE void forge_council_free(CouncilHandle* h) {
+  delete h;
+}
+
+EMSCRIPTEN_KEEPALIVE const char* forge_council_info(CouncilHandle* h) {
+  return guarded<const char*>(nullptr, [&] {
+    const forge::Gpt2Config& c = h->council.config();
+    json experts = json::array();
+    for (size_t i = 0; i < h->council.size(); ++i) {
+      experts.push_back({{"name", expert_label(h->names[i])},
+                         {"file", h->names[i]},
+                         {"parameters", h->council.expert(i).num_parameters()}});
+    }
+    return out({{"experts", experts},
+                {"layers", c.n_layer},
+                {"heads", c.n_head},
+                {"width", c.n_embd},
+                {"context", c.n_ctx},
+                {"vocab", c.vocab_size},
+                {"tokenizer", h->tokenizer->kind() == "char" ? "char" : "bpe"}});
+  });
+}
+
+EMSCRIPTEN_KEEPALIVE const char* forge_council_encode(CouncilHandle* h, const char* text,
+                                                      int bytes) {
+  return guarded<const char*>(nullptr, [&] {
+    return out(h->tokenizer->encode(std::string_view(text, static_cast<size_t>(bytes))));
+  });
+}
+
+EMSCRIPTEN_KEEPALIVE const char* forge_council_decode(CouncilHandle* h, const uint32_t* ids,
+                                                      int count) {
+  return guarded<const char*>(nullptr, [&] {
+    return out(h->tokenizer->decode({ids, static_cast<size_t>(count)}));
+  });
+}
+
+/// Continues prompt ids with the council, calling forge_js_council_step once per token with the
+/// step's numbers and every expert's hidden state ([experts][width] floats). options:
+/// {maxTokens, greedy, temperature, topK, topP, seed, beta}. Returns {ids, text, stopReason,
+/// prefillMs, decodeMs}; the stop reasons are forge council's, and "callback".
+EMSCRIPTEN_KEEPALIVE const char* forge_council_generate(CouncilHandle* h,
+                                                        const uint32_t* prompt_ids, int count,
+                                                        const char* options_json) {
+  return guarded<const char*>(nullptr, [&]() -> const char* {
+    forge::Council& council = h->council;
+    const forge::Gpt2Config& config = council.config();
+    const json o = json::parse(options_json);
+    const int64_t max_tokens = o.value("maxTokens", int64_t{64});
+    FORGE_CHECK(max_tokens >= 0, "max tokens must be ≥ 0, got {}", max_tokens);
+    forge::SamplingOptions sampling;
+    sampling.greedy = o.value("greedy", false);
+    sampling.temperature = o.value("temperature", 1.0f);
+    sampling.top_k = o.value("topK", int64_t{0});
+    sampling.top_p = o.value("topP", 1.0f);
+    sampling.seed = o.value("seed", uint64_t{0});
+    council.set_sampling(sampling);
+    council.set_beta(o.value("beta", 1.0f));
+    const std::span<const uint32_t> prompt(prompt_ids, static_cast<size_t>(count));
+    const std::optional<uint32_t> eos = config.eos_token_id >= 0
+                                            ? std::optional<uint32_t>(config.eos_token_id)
+                                            : h->tokenizer->eos_id();
+    forge::StreamDecoder decoder(*h->tokenizer);
+    const auto begin = std::chrono::steady_clock::now();
+    auto yielded = begin;
+    forge::CouncilStep s = council.start(prompt);
+    const double prefill_ms = ms_since(begin);
+    const auto decode_start = std::chrono::steady_clock::now();
+
+    std::vector<uint32_t> ids;
+    std::string text;
+    const char* reason = "max_tokens";
+    while (static_cast<int64_t>(ids.size()) < max_tokens) {
+      if (eos && s.id == *eos) {
+        reason = "eos";
+        break;
+      }
+      ids.push_back(s.id);
+      const std::string piece = decoder.push(s.id);
+      text += piece;
+      json experts = json::array();
+      for (size_t i = 0; i < council.size(); ++i) {
+        experts.push_back({{"weight", s.weights[i]},
+                           {"entropy", s.entropies[i]},
+                           {"topId", s.expert_ids[i]},
+                           {"topText", token_text(*h->tokenizer, s.expert_ids[i])}});
+      }
+      const json step = {{"index", ids.size() - 1},
+                         {"id", s.id},
+                         {"text", piece},
+                         {"experts", experts},
+                         {"elapsedMs", ms_since(begin)}};
+      const double beta =
+          forge_js_council_step(out(step), s.hidden.data(), static_cast<int>(s.hidden.size()));
+      if (beta < 0) {
+        reason = "callback";
+        break;
+      }
+      if (static_cast<int64_t>(ids.size()) == max_tokens) break;
+      if (council.length() == config.n_ctx) {
+        reason = "context_full";
+        break;
+      }
+      council.set_beta(static_cast<float>(beta));
+      // The CPU backend never waits, so let the page paint now and then.
+      if (ms_since(yielded) > 30.0) {
+        emscripten_sleep(0);
+        yielded = std::chrono::steady_clock::now();
+      }
+      s = council.step(s.id);
+    }
+    text += decoder.finish();
+    return out({{"ids", ids},
+                {"text", text},
+                {"stopReason", reason},
+                {"prefillMs", prefill_ms},
+                {"decodeMs", ids.empty() ? 0.0 : ms_since(decode_start)}});
+  });
+}
+
+}  // extern "C"
+// ---- end of the council -------------------------------------------------------------------
+
+// ---- Surprise (issue 14 section 3): teacher-forced scoring through forge::score_sequence. ----
+extern "C" {
+
+/// Scores ids[1 …] given the ones before (a text longer than the context in forge::score's
+/// strided windows), as `forge surprise` does. Returns {stride, windows, bits: [..],
+/// top: [[{id, text, probability}, ..], ..]}: bits[i] = −log₂ p(ids[i + 1]) from the double
+/// log-softmax, so the page's numbers are the native command's.
+EMSCRIPTEN_KEEPALIVE const char* forge_score(Model* m, const uint32_t* ids, int count, int top_k) {
+  return guarded<const char*>(nullptr, [&] {
+    FORGE_CHECK(count >= 2, "scoring needs at least two tokens, got {}", count);
+    FORGE_CHECK(top_k >= 0, "top-K must be ≥ 0, got {}", top_k);
+    forge::ScoreOptions options;
+    options.top_k = top_k;
+    const forge::SequenceScores scores = forge::score_sequence(
+        m->gpt2, std::span<const uint32_t>(ids, static_cast<size_t>(count)), options);
+    json bits = json::array();
+    for (const double nll : scores.nll) bits.push_back(nll / std::numbers::ln2);
+    json top = json::array();
+    for (const auto& row : scores.top) {
+      json candidates = json::array();
+      for (const forge::TokenProbability& t : row) {
+        candidates.push_back({{"id", t.id},
+                              {"text", token_text(*m->tokenizer, t.id)},
+                              {"probability", t.probability}});
+      }
+      top.push_back(std::move(candidates));
+    }
+    return out({{"stride", scores.stride},
+                {"windows", scores.windows},
+                {"bits", std::move(bits)},
+                {"top", std::move(top)}});
+  });
+}
+
+}  // extern "C"
+// ---- end of the Surprise block ----

@@ -38,9 +38,9 @@ export function withTimeout(promise, ms, what) {
 }
 
 /** Native greedy generation: the ids the page must reproduce, and its timings. */
-export function nativeGenerate(prompt, maxTokens, backend = 'cpu') {
+export function nativeGenerate(prompt, maxTokens, backend = 'cpu', extra = []) {
   const args = ['generate', '--backend', backend, '--model', env.model, '--prompt', prompt,
-                '--greedy', '--max-tokens', String(maxTokens), '--format', 'json'];
+                '--greedy', '--max-tokens', String(maxTokens), '--format', 'json', ...extra];
   return new Promise((resolve, reject) => {
     execFile(env.cli, args, { timeout: 300_000, maxBuffer: 1 << 24 }, (error, stdout, stderr) => {
       if (error) reject(new Error(`forge generate --backend ${backend} failed: ${stderr || error.message}`));
@@ -140,10 +140,11 @@ export async function waitForState(page, states, ms) {
   return state;
 }
 
-/** Loads the page; returns what it says about the device and model. */
-export async function loadPage(page, url, query = '') {
+/** Loads a page of the site ("Watch it think" unless `path` names another, with any query);
+ * returns what it says about the device and model. */
+export async function loadPage(page, url, path = 'think.html') {
   const started = performance.now();
-  await page.goto(url + query, { timeout: 60_000 });
+  await page.goto(`${url}${path}`, { timeout: 60_000 });
   await waitForState(page, ['ready'], 180_000);
   return {
     loadMs: performance.now() - started,

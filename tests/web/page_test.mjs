@@ -73,6 +73,145 @@ async function checkPanels(page, promptLength, lastId) {
   assert.equal(await page.getAttribute('#attention', 'data-length'), String(promptLength + TOKENS - 1));
 }
 
+// Issue 14 section 6: what a new user hit on this page, one assertion each.
+
+/** Greedy disables the temperature and says why; unticking gives it back. */
+async function checkGreedyHint(page) {
+  assert.ok(await page.isChecked('#greedy'));
+  assert.ok(await page.isDisabled('#temperature'), 'temperature stays editable with Greedy ticked');
+  assert.match(await page.textContent('#temperature-hint'), /ignored/);
+  assert.ok(await page.isVisible('#temperature-hint'), 'no hint that greedy ignores the temperature');
+  await page.uncheck('#greedy');
+  assert.ok(!(await page.isDisabled('#temperature')) && !(await page.isVisible('#temperature-hint')));
+  await page.check('#greedy');
+}
+
+/** No probability reads "0.0%"; the exact value shows on hover and on keyboard focus. */
+async function checkSmallProbabilities(page) {
+  const read = () => page.$$eval('#shortlist li', (lis) => lis.map((li) => ({
+    p: Number(li.dataset.probability), shown: li.querySelector('.p').textContent,
+    exact: li.querySelector('.p').dataset.exact, tab: li.tabIndex,
+  })));
+  // Back from the newest step (the slider) to one whose shortlist holds a probability < 0.1%.
+  await page.focus('#step');
+  let rows = await read();
+  for (let back = 0; back < TOKENS && !rows.some((r) => r.p < 0.001); ++back) {
+    await page.keyboard.press('ArrowLeft');
+    rows = await read();
+  }
+  assert.ok(rows.some((r) => r.p < 0.001), 'no small probability in any shortlist to check');
+  for (const r of rows) {
+    assert.notEqual(r.shown, '0.0%', `probability ${r.p} reads 0.0%`);
+    const value = Number(r.shown.replace('%', '')) / 100;
+    assert.ok(Math.abs(value - r.p) <= 0.051 * r.p + 5e-4 * (r.p >= 0.001), `${r.shown} is not ${r.p}`);
+    assert.ok(Math.abs(Number(r.exact.replace('p = ', '')) - r.p) <= 1e-5 * r.p, `exact ${r.exact} is not ${r.p}`);
+    assert.equal(r.tab, 0, 'a shortlist row cannot take keyboard focus');
+  }
+  const after = (sel) => page.$eval(sel, (el) => getComputedStyle(el, '::after').content);
+  const last = '#shortlist li:last-child';
+  await page.hover(last);
+  assert.match(await after(`${last} .p`), /p = /, 'hovering a row does not show its exact probability');
+  await page.mouse.move(0, 0);
+  await page.focus(last);
+  assert.match(await after(`${last} .p`), /p = /, 'focusing a row does not show its exact probability');
+}
+
+/** While tokens stream with the slider held back, the label's total follows; Prefill is filled. */
+async function checkLiveLabels(page) {
+  await page.fill('#max-tokens', '200');
+  await page.click('#generate');
+  await page.waitForSelector('#output .tok.gen', { timeout: 120_000 });
+  const prefill = await page.textContent('#prefill');
+  assert.match(prefill, /ms$/, `Prefill shows "${prefill}" once the first token is out`);
+  // Held back means behind the newest step: at one step, Home is the newest (SwiftShader's pace).
+  await page.waitForFunction(() => document.querySelectorAll('#output .tok.gen').length >= 2 ||
+                                   document.querySelector('#status').dataset.state === 'done');
+  await page.focus('#step');
+  await page.keyboard.press('Home');
+  await page.waitForFunction(() => document.querySelectorAll('#output .tok.gen').length >= 4 ||
+                                   document.querySelector('#status').dataset.state === 'done');
+  const seen = await page.evaluate(() => ({
+    label: document.querySelector('#step-label').textContent,
+    count: document.querySelectorAll('#output .tok.gen').length,
+  }));
+  assert.ok(seen.label.startsWith(`1 of ${seen.count}:`), `label "${seen.label}" with ${seen.count} tokens`);
+  await page.click('#stop');
+  await waitForState(page, ['done'], 120_000);
+}
+
+/** Stop right after Generate (the prefill, seconds long on SwiftShader) ends the run within 2 s. */
+async function checkStopDuringPrefill(page, webgpu) {
+  await page.fill('#max-tokens', '200');
+  await page.click('#generate');
+  const clicked = performance.now();
+  await page.click('#stop');
+  await waitForState(page, ['done'], 2_000);
+  const ms = performance.now() - clicked;
+  const count = await page.$$eval('#output .tok.gen', (spans) => spans.length);
+  if (webgpu) assert.equal(count, 0, `a stop during the prefill still showed ${count} tokens`);
+  assert.ok(count < 200);
+  assert.equal(await page.getAttribute('#stop-reason', 'data-reason'), 'callback');
+  assert.ok(!(await page.isDisabled('#generate')), 'Generate is not offered again after Stop');
+  return ms;
+}
+
+/** A failed run (a blank max-tokens field, a character outside the vocabulary) leaves no old output. */
+async function checkFailedRunClears(page) {
+  assert.ok(await page.$$eval('#output .tok', (s) => s.length) > 0, 'nothing on screen to clear');
+  const cleared = async (what) => {
+    await waitForState(page, ['error'], 60_000);
+    assert.equal(await page.$$eval('#output .tok', (s) => s.length), 0, `${what}: old output stays`);
+    assert.equal(await page.$$eval('#shortlist li', (s) => s.length), 0, `${what}: old shortlist stays`);
+    for (const id of ['#prefill', '#first-token', '#tokens-per-second', '#token-count', '#stop-reason']) {
+      assert.equal((await page.textContent(id)).trim(), '–', `${what}: ${id} keeps the old figure`);
+    }
+    assert.equal((await page.textContent('#step-label')).trim(), '–');
+  };
+  await page.fill('#max-tokens', '');
+  await page.click('#generate');
+  await cleared('blank max tokens');
+  assert.match(await page.textContent('#error'), /Max tokens/);
+  await page.fill('#max-tokens', '8');
+  await page.click('#generate');
+  await waitForState(page, ['done'], 300_000);
+  const prompt = await page.inputValue('#prompt');
+  await page.fill('#prompt', '\u4e16\u754c');  // not in the char vocabulary
+  await page.click('#generate');
+  await cleared('out-of-vocabulary prompt');
+  await page.fill('#prompt', prompt);
+}
+
+/** Past the context the window slides as `forge generate --sliding-window` does: the same ids. */
+async function checkSlidingWindow(page) {
+  const total = config.n_positions + 40;
+  const native = await nativeGenerate(PROMPT, total, 'cpu', ['--sliding-window']);
+  assert.equal(native.ids.length, total, 'native sliding generation stopped early');
+  const out = await generateOnPage(page, PROMPT, total);
+  assert.deepEqual(out.ids, native.ids, 'sliding-window ids differ from native forge generate --sliding-window');
+  assert.equal(await page.getAttribute('#stop-reason', 'data-reason'), 'max_tokens');
+  const cells = await page.$$eval('#attention .cell', (cs) => cs.map((c) => Number(c.dataset.pos)));
+  assert.ok(cells.length <= config.n_positions && cells[0] > 0, 'the attention strip did not slide');
+  assert.equal(cells.at(-1), native.prompt_ids.length + total - 2, 'the strip does not end at the newest position');
+}
+
+/** A start-up error (a checkpoint the model lacks) leaves no progress bar or "…" placeholders. */
+async function checkStartupError(browser, url) {
+  const page = await browser.page.context().newPage();
+  const seen = [];
+  page.on('response', (r) => { if (r.status() >= 400) seen.push(r.url()); });
+  try {
+    await page.goto(`${url}?backend=cpu&checkpoint=model.safetensors`);
+    await waitForState(page, ['error'], 60_000);
+    assert.match(await page.textContent('#error'), /has no model\.safetensors.*forge convert/s);
+    assert.ok(!(await page.isVisible('#load-progress')), 'the empty progress bar stays after the error');
+    const facts = await page.textContent('#device');
+    assert.ok(!facts.includes('…'), `placeholders stay after the error: ${facts}`);
+    assert.deepEqual(seen.map((u) => new URL(u).pathname), ['/model/model.safetensors']);
+  } finally {
+    await page.close();
+  }
+}
+
 async function runCase(server, { webgpu, native }) {
   const name = webgpu ? 'WebGPU' : 'CPU fallback';
   const browser = await openBrowser(chromium, { webgpu, origin: server.url });
@@ -101,6 +240,8 @@ async function runCase(server, { webgpu, native }) {
     mkdirSync(artifacts, { recursive: true });
     const shot = join(artifacts, webgpu ? 'page.png' : 'page-cpu.png');
     await page.screenshot({ path: shot, fullPage: true });
+    // On the 40-token run: a Stop on SwiftShader may leave a run of one or two confident steps.
+    await checkSmallProbabilities(page);
 
     // Tokens stream: Stop, clicked once the first token shows, ends a long generation early.
     // (200 tokens fit the context after the prompt, so only Stop can end it early.)
@@ -114,6 +255,15 @@ async function runCase(server, { webgpu, native }) {
     assert.equal(await page.getAttribute('#stop-reason', 'data-reason'), 'callback');
     assert.equal((await page.textContent('#stop-reason')).trim(), 'stopped');
 
+    await checkGreedyHint(page);
+    const stopMs = await checkStopDuringPrefill(page, webgpu);
+    await checkLiveLabels(page);
+    await checkFailedRunClears(page);
+    if (!webgpu) {
+      await checkSlidingWindow(page);
+      await checkStartupError(browser, server.url);
+    }
+
     if (!webgpu) {
       // An over-long prompt is refused with the native message, shown on the page.
       await page.fill('#prompt', 'x'.repeat(config.n_positions + 44));
@@ -123,7 +273,8 @@ async function runCase(server, { webgpu, native }) {
     }
     assert.deepEqual(problems, [], `${name}: the page logged errors or failed requests`);
     console.log(`page_test: ${name} ok: ${shown.adapter}; ${out.ids.length} tokens, prefill ${out.prefill}, ` +
-                `first token ${out.firstToken}, ${out.tokensPerSecond} tokens/s; screenshot ${shot}`);
+                `first token ${out.firstToken}, ${out.tokensPerSecond} tokens/s; Stop after Generate ` +
+                `ended the run in ${stopMs.toFixed(0)} ms; screenshot ${shot}`);
   } finally {
     await browser.close();
   }

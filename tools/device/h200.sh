@@ -35,7 +35,7 @@ if [ "${1:-}" = "--train" ]; then
     tag=$(echo "$shape" | awk '{print $2 "L" $6}')
     # shellcheck disable=SC2086
     "$bin/forge" train --backend webgpu --tokenizer bpe --bpe-dir "$root/third_party/gpt2" \
-      --corpus "$corpus" --out "/tmp/speed-$tag" $shape --n-ctx 1024 --batch 8 --steps 12 \
+      --corpus "$corpus" --out "/tmp/speed-$tag" --force $shape --n-ctx 1024 --batch 8 --steps 12 \
       --eval-interval 1000 --log-interval 1 > /dev/null 2>&1
     # tokens_per_s (column 5) is the mean since step 0, so step s ends at s * 8192 / column 5.
     awk -F, -v tag="$tag" '$1 == 3 {t3 = 3 * 8192 / $5} $1 == 11 {t11 = 11 * 8192 / $5}

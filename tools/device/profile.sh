@@ -34,6 +34,6 @@ b FORGE_WEBGPU_TOGGLES=disable_robustness "$bin/forge" bench --backend webgpu $b
 FORGE_WEBGPU_PROFILE=1 "$bin/forge" bench --backend webgpu $big --prompt-tokens 16 --decode-tokens 64 --repeats 1 > "$out/profile_decode.txt" 2>&1
 if [ -f "$corpus" ]; then
   FORGE_WEBGPU_PROFILE=1 timeout 300 "$bin/forge" train --backend webgpu --tokenizer bpe --bpe-dir "$root/third_party/gpt2" \
-    --corpus "$corpus" --out /tmp/profile-train $big --n-ctx 1024 --batch 8 --steps 2 \
+    --corpus "$corpus" --out /tmp/profile-train --force $big --n-ctx 1024 --batch 8 --steps 2 \
     --eval-interval 1000 --log-interval 1 2>&1 | tr "\r" "\n" | grep -v "^\s*$" > "$out/profile_train.txt"
 fi

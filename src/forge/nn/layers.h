@@ -51,6 +51,10 @@ struct Embedding {
     return autograd::embedding(ids, autograd::param(tape, wte), autograd::param(tape, wpe), seq_len,
                                pos_offset);
   }
+  /// Inference only: token i at positions[i] (sequences at different lengths, one token each).
+  Var at(const Tensor& ids, std::span<const int64_t> positions) const {
+    return Var(ops::embedding_at(ids, wte, wpe, positions));
+  }
 };
 
 /// Inverted dropout with probability p; each call needs its own key (core/dropout.h).

@@ -1,6 +1,9 @@
 #include "forge/ops/ops.h"
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "forge/core/error.h"
 #include "forge/ops/checks.h"
@@ -30,6 +33,31 @@ Shape check_attention(const Tensor& qkv, const Tensor& cache_k, const Tensor& ca
               "{}: qkv must be [rows, {}] for caches {}, got {}", op, 3 * c, cache_k.describe(),
               qkv.describe());
   return cache_k.shape();
+}
+
+/// A decode step's position in caches [n_head, capacity, d]: inside the cache and within the
+/// fused kernel's limits.
+void check_step_position(const Shape& caches, int64_t pos, const char* op) {
+  FORGE_CHECK(pos >= 0 && pos < caches[1], "{}: position {} outside a cache of {}", op, pos,
+              caches[1]);
+  FORGE_CHECK(pos < kAttentionStepMaxLength && caches[2] <= kAttentionStepMaxHeadDim,
+              "{}: at most {} positions and head size {} (got {} and {})", op,
+              kAttentionStepMaxLength, kAttentionStepMaxHeadDim, pos + 1, caches[2]);
+}
+
+/// Operands of both embeddings: u32 ids [n], f32 wte [vocab, c] and wpe [n_ctx, c], one device.
+void check_embedding(const Tensor& ids, const Tensor& wte, const Tensor& wpe, const char* op) {
+  FORGE_CHECK(ids.defined() && ids.dtype() == DType::U32 && ids.rank() == 1,
+              "{}: ids must be u32 [n], got {}", op, ids.describe());
+  check_f32(wte, op, "wte");
+  check_f32(wpe, op, "wpe");
+  check_contiguous(ids, op, "ids");
+  check_contiguous(wte, op, "wte");
+  check_contiguous(wpe, op, "wpe");
+  check_same_device(ids, wte, op);
+  check_same_device(ids, wpe, op);
+  FORGE_CHECK(wte.rank() == 2 && wpe.rank() == 2 && wte.dim(1) == wpe.dim(1),
+              "{}: wte {} and wpe {} must be [*, c]", op, wte.describe(), wpe.describe());
 }
 
 struct MatmulShape {
@@ -96,17 +124,48 @@ void matmul_into(const Tensor& out, const Tensor& a, const Tensor& b, const Matm
 Tensor attention_step(const Tensor& qkv, const Tensor& cache_k, const Tensor& cache_v, int64_t pos,
                       Tensor* probs) {
   const Shape caches = check_attention(qkv, cache_k, cache_v, "attention_step");
-  const int64_t n_head = caches[0], capacity = caches[1], d = caches[2];
+  const int64_t n_head = caches[0], d = caches[2];
   FORGE_CHECK(qkv.dim(0) == 1, "attention_step: qkv must be one row, got {}", qkv.describe());
-  FORGE_CHECK(pos >= 0 && pos < capacity, "attention_step: position {} outside a cache of {}", pos,
-              capacity);
-  FORGE_CHECK(pos < kAttentionStepMaxLength && d <= kAttentionStepMaxHeadDim,
-              "attention_step: at most {} positions and head size {} (got {} and {})",
-              kAttentionStepMaxLength, kAttentionStepMaxHeadDim, pos + 1, d);
+  check_step_position(caches, pos, "attention_step");
   Tensor out = Tensor::empty({1, n_head * d}, DType::F32, qkv.device());
   if (probs) *probs = Tensor::empty({n_head, 1, pos + 1}, DType::F32, qkv.device());
   const float alpha = 1.0f / std::sqrt(static_cast<float>(d));
   backend_of(qkv).attention_step(out, probs, qkv, cache_k, cache_v, pos, alpha);
+  return out;
+}
+
+Tensor attention_steps(const Tensor& qkv, std::span<const Tensor> cache_k,
+                       std::span<const Tensor> cache_v, std::span<const int64_t> pos) {
+  const size_t b = pos.size();
+  FORGE_CHECK(b >= 1 && cache_k.size() == b && cache_v.size() == b,
+              "attention_steps: {} positions for {} key and {} value caches", b, cache_k.size(),
+              cache_v.size());
+  const Shape caches = check_attention(qkv, cache_k[0], cache_v[0], "attention_steps");
+  FORGE_CHECK(qkv.dim(0) == static_cast<int64_t>(b),
+              "attention_steps: qkv must have one row for each of {} sequences, got {}", b,
+              qkv.describe());
+  // A cache given twice would get two tokens written into one row.
+  std::vector<std::pair<const Buffer*, int64_t>> starts;
+  for (size_t i = 0; i < b; ++i) {
+    check_attention(qkv, cache_k[i], cache_v[i], "attention_steps");
+    FORGE_CHECK(cache_k[i].shape() == caches,
+                "attention_steps: sequence {} has caches {}, sequence 0 has {}", i,
+                cache_k[i].describe(), cache_k[0].describe());
+    check_step_position(caches, pos[i], "attention_steps");
+    for (const Tensor* c : {&cache_k[i], &cache_v[i]})
+      starts.emplace_back(&c->buffer(), c->offset());
+  }
+  std::sort(starts.begin(), starts.end());
+  FORGE_CHECK(std::adjacent_find(starts.begin(), starts.end()) == starts.end(),
+              "attention_steps: two sequences share a cache");
+  const int64_t d = caches[2];
+  Tensor out = Tensor::empty({static_cast<int64_t>(b), caches[0] * d}, DType::F32, qkv.device());
+  const float alpha = 1.0f / std::sqrt(static_cast<float>(d));
+  for (size_t i = 0; i < b; ++i) {
+    const int64_t r = static_cast<int64_t>(i);
+    backend_of(qkv).attention_step(out.rows(r, r + 1), nullptr, qkv.rows(r, r + 1), cache_k[i],
+                                   cache_v[i], pos[i], alpha);
+  }
   return out;
 }
 
@@ -185,17 +244,7 @@ Tensor softmax_causal(const Tensor& scores, int64_t offset) {
 
 Tensor embedding(const Tensor& ids, const Tensor& wte, const Tensor& wpe, int64_t seq_len,
                  int64_t pos_offset) {
-  FORGE_CHECK(ids.defined() && ids.dtype() == DType::U32 && ids.rank() == 1,
-              "embedding: ids must be u32 [n], got {}", ids.describe());
-  check_f32(wte, "embedding", "wte");
-  check_f32(wpe, "embedding", "wpe");
-  check_contiguous(ids, "embedding", "ids");
-  check_contiguous(wte, "embedding", "wte");
-  check_contiguous(wpe, "embedding", "wpe");
-  check_same_device(ids, wte, "embedding");
-  check_same_device(ids, wpe, "embedding");
-  FORGE_CHECK(wte.rank() == 2 && wpe.rank() == 2 && wte.dim(1) == wpe.dim(1),
-              "embedding: wte {} and wpe {} must be [*, c]", wte.describe(), wpe.describe());
+  check_embedding(ids, wte, wpe, "embedding");
   FORGE_CHECK(seq_len > 0 && ids.dim(0) % seq_len == 0,
               "embedding: {} ids do not fold into sequences of {}", ids.dim(0), seq_len);
   FORGE_CHECK(pos_offset >= 0 && pos_offset + seq_len <= wpe.dim(0),
@@ -203,6 +252,24 @@ Tensor embedding(const Tensor& ids, const Tensor& wte, const Tensor& wpe, int64_
               pos_offset + seq_len, wpe.dim(0));
   Tensor out = Tensor::empty({ids.dim(0), wte.dim(1)}, DType::F32, ids.device());
   backend_of(ids).embedding(out, ids, wte, wpe, seq_len, pos_offset);
+  return out;
+}
+
+Tensor embedding_at(const Tensor& ids, const Tensor& wte, const Tensor& wpe,
+                    std::span<const int64_t> positions) {
+  check_embedding(ids, wte, wpe, "embedding_at");
+  const int64_t n = ids.dim(0);
+  FORGE_CHECK(n >= 1 && static_cast<int64_t>(positions.size()) == n,
+              "embedding_at: {} positions for {} ids", positions.size(), n);
+  for (int64_t i = 0; i < n; ++i) {
+    FORGE_CHECK(positions[i] >= 0 && positions[i] < wpe.dim(0),
+                "embedding_at: position {} of token {} is outside the context of {}", positions[i],
+                i, wpe.dim(0));
+  }
+  Tensor out = Tensor::empty({n, wte.dim(1)}, DType::F32, ids.device());
+  for (int64_t i = 0; i < n; ++i) {
+    backend_of(ids).embedding(out.rows(i, i + 1), ids.rows(i, i + 1), wte, wpe, 1, positions[i]);
+  }
   return out;
 }
 

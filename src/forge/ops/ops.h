@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "forge/core/backend.h"
 #include "forge/core/tensor.h"
@@ -35,6 +36,10 @@ Tensor softmax_causal(const Tensor& scores, int64_t offset);
 /// ids u32 [b·seq_len] → wte[id] + wpe[pos_offset + (i mod seq_len)], [b·seq_len, c].
 Tensor embedding(const Tensor& ids, const Tensor& wte, const Tensor& wpe, int64_t seq_len,
                  int64_t pos_offset);
+/// ids u32 [n] → wte[ids[i]] + wpe[positions[i]], [n, c]: n tokens each at its own position
+/// (a batched decode step of sequences at different lengths). One embedding kernel per token.
+Tensor embedding_at(const Tensor& ids, const Tensor& wte, const Tensor& wpe,
+                    std::span<const int64_t> positions);
 
 struct Heads {
   Tensor q, k, v;
@@ -56,6 +61,13 @@ inline constexpr int64_t kAttentionStepMaxLength = 2048;  // rows one workgroup 
 inline constexpr int64_t kAttentionStepMaxHeadDim = 256;
 Tensor attention_step(const Tensor& qkv, const Tensor& cache_k, const Tensor& cache_v, int64_t pos,
                       Tensor* probs = nullptr);
+/// attention_step for B independent sequences (a batched decode step): row b of qkv [B, 3c] is
+/// sequence b's token, cache_k[b] and cache_v[b] its caches (equal shapes for every b, distinct
+/// per sequence) and pos[b] its length. Returns [B, c] whose row b is attention_step of row b,
+/// bit for bit: each sequence runs its own kernel, since its caches are buffers of their own and
+/// a step's attention is small next to the matmuls the batch shares.
+Tensor attention_steps(const Tensor& qkv, std::span<const Tensor> cache_k,
+                       std::span<const Tensor> cache_v, std::span<const int64_t> pos);
 /// Several tokens' cached attention, fused (a prefill: one kernel per layer instead of seven, and
 /// no [n_head, t, pos + t] scores in memory): qkv [t, 3c] holds the q, k, v of positions
 /// [pos, pos + t). Writes their k, v at those rows of the caches, then returns row i's

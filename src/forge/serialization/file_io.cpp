@@ -22,10 +22,19 @@ std::string parent_directory(const std::string& path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "a special file";
+}
+
 }  // namespace
 
 InputFile::InputFile(const std::string& path) : path_(path) {
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO would otherwise wait for a writer before the check below.
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   FORGE_CHECK(fd_ >= 0, "cannot open {}: {}", path, reason(errno));
   struct stat st {};
   const int stat_rc = ::fstat(fd_, &st);
@@ -35,7 +44,7 @@ InputFile::InputFile(const std::string& path) : path_(path) {
     ::close(fd_);
     fd_ = -1;
     FORGE_CHECK(stat_rc == 0, "cannot stat {}: {}", path, reason(err));
-    fail("cannot open {}: not a regular file", path);
+    fail("cannot open {}: it is {}, not a regular file", path, file_kind(st.st_mode));
   }
   size_ = static_cast<uint64_t>(st.st_size);
 }
@@ -59,6 +68,13 @@ void InputFile::read_at(uint64_t offset, void* dst, std::size_t bytes) const {
                 offset + done, bytes, offset);
     done += static_cast<std::size_t>(n);
   }
+}
+
+std::string read_regular_file(const std::string& path) {
+  const InputFile file(path);
+  std::string text(file.size(), '\0');
+  file.read_at(0, text.data(), text.size());
+  return text;
 }
 
 AtomicFileWriter::AtomicFileWriter(const std::string& path)

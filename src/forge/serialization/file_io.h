@@ -29,6 +29,11 @@ class InputFile {
   uint64_t size_ = 0;
 };
 
+/// The whole of a regular file, read through InputFile, so the read is bounded by the size the
+/// file had when opened; a FIFO, device or directory is an error naming the path (never a hang
+/// or an endless read).
+std::string read_regular_file(const std::string& path);
+
 /// Writes `path` atomically: bytes go to `path.tmp.<pid>`; commit() fsyncs and renames it over
 /// `path`. Destroyed without a successful commit(), the temporary is removed, so a failure or a
 /// crash never leaves a half-written file under the final name.

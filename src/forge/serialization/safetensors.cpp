@@ -9,6 +9,7 @@
 #include "forge/serialization/file_io.h"
 #include "forge/serialization/half.h"
 #include "forge/serialization/json_excerpt.h"
+#include "forge/serialization/json_parse.h"
 
 namespace forge {
 namespace {
@@ -169,7 +170,7 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   file.file_->read_at(8, text.data(), text.size());
   Json header;
   try {
-    header = Json::parse(text);
+    header = parse_json_limited(text, path);
   } catch (const Json::exception& e) {
     fail("{}: header is not valid JSON: {}", path, e.what());
   }

@@ -1,20 +1,17 @@
 #include "forge/tokenizer/vocab_file.h"
 
-#include <fstream>
-#include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <string_view>
+#include <unordered_map>
 
 #include "forge/core/error.h"
+#include "forge/serialization/file_io.h"
 
 namespace forge {
 
 std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  FORGE_CHECK(in.good(), "cannot open {}", path);
-  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  FORGE_CHECK(!in.bad(), "cannot read {}", path);
-  return data;
+  return read_regular_file(path);
 }
 
 namespace {
@@ -82,6 +79,13 @@ std::vector<std::string> read_vocab_json(const std::string& path) {
     tokens[id] = std::move(token);
   }
   FORGE_CHECK(tokens.size() <= std::numeric_limits<uint32_t>::max(), "{}: too many tokens", path);
+  // A repeated key would give one token two ids, and encoding would pick one of them.
+  std::unordered_map<std::string_view, size_t> seen;
+  for (size_t id = 0; id < tokens.size(); ++id) {
+    const auto [it, fresh] = seen.emplace(tokens[id], id);
+    FORGE_CHECK(fresh, "{}: token '{}' appears twice (ids {} and {})", path, tokens[id], it->second,
+                id);
+  }
   return tokens;
 }
 

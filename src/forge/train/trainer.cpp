@@ -1,9 +1,9 @@
 #include "forge/train/trainer.h"
 
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -12,7 +12,10 @@
 #include "forge/core/error.h"
 #include "forge/core/random.h"
 #include "forge/serialization/file_io.h"
+#include "forge/serialization/json_parse.h"
 #include "forge/train/distributed.h"
+#include "forge/train/run_dir.h"
+#include "forge/train/sha256.h"
 
 namespace forge::train {
 namespace fs = std::filesystem;
@@ -27,16 +30,20 @@ void write_text(const std::string& path, const std::string& text) {
   file.commit();
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  FORGE_CHECK(in.good(), "cannot read {}", path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// What a resume compares: the config without `steps` (which --steps may change) and the ids.
+std::string config_digest(const TrainConfig& c) {
+  nlohmann::json j = c.to_json();
+  j.erase("steps");
+  return sha256_hex(j.dump());
+}
+
+std::string tokens_digest(const std::vector<uint32_t>& tokens) {
+  return sha256_hex(std::string_view(reinterpret_cast<const char*>(tokens.data()),
+                                     tokens.size() * sizeof(uint32_t)));
 }
 
 Gpt2Config model_config(const TrainConfig& c, int64_t vocab_size) {
@@ -89,48 +96,65 @@ TrainConfig TrainConfig::from_json(const nlohmann::json& j, TrainConfig c) {
       }
       continue;
     }
-    FORGE_CHECK(value.is_number(), "training config: {} must be a number", key);
+    // Checked here, as converting an out-of-range JSON number is undefined behaviour.
+    const auto integer = [&](int64_t& out) {
+      FORGE_CHECK(value.is_number_integer() &&
+                      (!value.is_number_unsigned() ||
+                       value.get<uint64_t>() <= uint64_t(std::numeric_limits<int64_t>::max())),
+                  "training config: {} must be an integer, got {}", key, value.dump());
+      out = value.get<int64_t>();
+    };
+    const auto real = [&](auto& out) {
+      using T = std::remove_reference_t<decltype(out)>;
+      FORGE_CHECK(value.is_number() && std::isfinite(value.get<double>()) &&
+                      std::fabs(value.get<double>()) <= std::numeric_limits<T>::max(),
+                  "training config: {} must be a finite number, got {}", key, value.dump());
+      out = static_cast<T>(value.get<double>());
+    };
     if (key == "n_layer")
-      c.n_layer = value;
+      integer(c.n_layer);
     else if (key == "n_head")
-      c.n_head = value;
+      integer(c.n_head);
     else if (key == "n_embd")
-      c.n_embd = value;
+      integer(c.n_embd);
     else if (key == "n_ctx")
-      c.n_ctx = value;
+      integer(c.n_ctx);
     else if (key == "dropout")
-      c.dropout = value;
+      real(c.dropout);
     else if (key == "steps")
-      c.steps = value;
+      integer(c.steps);
     else if (key == "warmup_steps")
-      c.warmup_steps = value;
+      integer(c.warmup_steps);
     else if (key == "lr")
-      c.lr = value;
+      real(c.lr);
     else if (key == "min_lr")
-      c.min_lr = value;
+      real(c.min_lr);
     else if (key == "weight_decay")
-      c.weight_decay = value;
+      real(c.weight_decay);
     else if (key == "beta1")
-      c.beta1 = value;
+      real(c.beta1);
     else if (key == "beta2")
-      c.beta2 = value;
+      real(c.beta2);
     else if (key == "grad_clip")
-      c.grad_clip = value;
+      real(c.grad_clip);
     else if (key == "batch")
-      c.batch = value;
+      integer(c.batch);
     else if (key == "accumulation")
-      c.accumulation = value;
+      integer(c.accumulation);
     else if (key == "eval_interval")
-      c.eval_interval = value;
+      integer(c.eval_interval);
     else if (key == "eval_batches")
-      c.eval_batches = value;
+      integer(c.eval_batches);
     else if (key == "log_interval")
-      c.log_interval = value;
+      integer(c.log_interval);
     else if (key == "val_fraction")
-      c.val_fraction = value;
-    else if (key == "seed")
-      c.seed = value;
-    else
+      real(c.val_fraction);
+    else if (key == "seed") {
+      FORGE_CHECK(
+          value.is_number_integer() && (value.is_number_unsigned() || value.get<int64_t>() >= 0),
+          "training config: seed must be an integer in [0, 2^64), got {}", value.dump());
+      c.seed = value.get<uint64_t>();
+    } else
       fail("training config: unknown key {}", key);
   }
   return c;
@@ -186,6 +210,7 @@ Trainer::Trainer(TrainConfig config, std::vector<uint32_t> tokens, std::string o
                  std::unique_ptr<Gpt2> model, DataParallel* dp)
     : config_(config),
       tokens_(std::move(tokens)),
+      tokens_digest_(tokens_digest(tokens_)),
       out_dir_(std::move(out_dir)),
       model_(std::move(model)),
       best_val_(std::numeric_limits<double>::infinity()),
@@ -208,7 +233,7 @@ Trainer::Trainer(TrainConfig config, int64_t vocab_size, std::vector<uint32_t> t
               std::make_unique<Gpt2>(Gpt2::init_random(
                   (config.validate(), model_config(config, vocab_size)), config.seed, device)),
               dp) {
-  start_log();
+  new_log_ = true;
 }
 
 std::unique_ptr<Trainer> Trainer::from_model(TrainConfig config, Gpt2 model,
@@ -223,7 +248,7 @@ std::unique_ptr<Trainer> Trainer::from_model(TrainConfig config, Gpt2 model,
               config.n_ctx);
   std::unique_ptr<Trainer> t(new Trainer(config, std::move(tokens), std::move(out_dir),
                                          std::make_unique<Gpt2>(std::move(model)), dp));
-  t->start_log();
+  t->new_log_ = true;
   return t;
 }
 
@@ -253,48 +278,97 @@ void Trainer::make_optimizer() {
 
 std::unique_ptr<Trainer> Trainer::resume(std::vector<uint32_t> tokens, std::string out_dir,
                                          const Device& device, int64_t steps, DataParallel* dp) {
-  std::string dir = out_dir + "/checkpoint";
-  // A crash between the two renames of save_checkpoint() leaves only the previous one.
-  if (!fs::exists(dir + "/train_state.json") && fs::exists(dir + ".old/train_state.json")) {
-    dir += ".old";
-  }
-  FORGE_CHECK(fs::exists(dir + "/train_state.json"), "{} has no checkpoint to resume from",
-              out_dir);
-  nlohmann::json state;
+  if (!dp || dp->rank() == 0) remove_stale_temporaries(out_dir);
+  const std::optional<std::string> found = find_checkpoint(out_dir);
+  FORGE_CHECK(found, "{} has no checkpoint to resume from", out_dir);
+  const std::string dir = *found;
+  const std::string state_path = dir + "/train_state.json";
+  const nlohmann::json state = parse_json_limited(read_regular_file(state_path), state_path);
+  const auto field = [&](const char* key, bool (nlohmann::json::*is)() const) {
+    FORGE_CHECK(state.contains(key) && (state[key].*is)(),
+                "{}: \"{}\" is missing or of the wrong type; the checkpoint is damaged", state_path,
+                key);
+    return state[key];
+  };
+  TrainConfig config;
   try {
-    state = nlohmann::json::parse(read_text(dir + "/train_state.json"));
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}/train_state.json: {}", dir, e.what());
+    config = TrainConfig::from_json(field("config", &nlohmann::json::is_object), TrainConfig{});
+    config.validate();
+  } catch (const Error& e) {
+    fail("{}: {}", state_path, e.what());
   }
-  TrainConfig config = TrainConfig::from_json(state.at("config"), TrainConfig{});
+  if (state.contains("sha256")) {
+    const nlohmann::json& sha = state["sha256"];
+    FORGE_CHECK(sha.is_object() && sha.value("config", "") == config_digest(config),
+                "{}: the config differs from the one saved with this checkpoint (its SHA-256 "
+                "does not match): the state was edited or damaged",
+                state_path);
+    FORGE_CHECK(sha.value("tokens", "") == tokens_digest(tokens),
+                "--resume: the corpus's tokens differ from those the run in {} was trained on "
+                "(SHA-256 mismatch): the corpus or the vocabulary changed since it started",
+                out_dir);
+  }
+  const int64_t step = field("step", &nlohmann::json::is_number_integer).get<int64_t>();
+  const nlohmann::json best = state.value("best_val_loss", nlohmann::json());
+  FORGE_CHECK(best.is_null() || best.is_number(),
+              "{}: \"best_val_loss\" must be a number or null; the checkpoint is damaged",
+              state_path);
+  const double wall_s = field("wall_s", &nlohmann::json::is_number).get<double>();
+  const nlohmann::json ranks = state.value("ranks", nlohmann::json(1));
+  FORGE_CHECK(step >= 0 && ranks.is_number_integer() && ranks.get<int64_t>() > 0,
+              "{}: step {} or ranks {} out of range; the checkpoint is damaged", state_path, step,
+              ranks.dump());
   if (steps > 0) config.steps = steps;
   auto model = std::make_unique<Gpt2>(Gpt2::load(dir, device));
+  const Gpt2Config& m = model->config();
+  FORGE_CHECK(config.n_layer == m.n_layer && config.n_head == m.n_head &&
+                  config.n_embd == m.n_embd && config.n_ctx == m.n_ctx,
+              "{}: the config's model ({} layers × {} heads × {} wide, context {}) is not the "
+              "checkpoint's ({} × {} × {}, context {} in {}/config.json)",
+              state_path, config.n_layer, config.n_head, config.n_embd, config.n_ctx, m.n_layer,
+              m.n_head, m.n_embd, m.n_ctx, dir);
   std::unique_ptr<Trainer> t(
       new Trainer(config, std::move(tokens), std::move(out_dir), std::move(model), dp));
   t->adamw_->load(dir + "/optimizer.safetensors");
-  t->step_ = state.at("step");
+  t->step_ = step;
   FORGE_CHECK(t->adamw_->steps() == t->step_, "{}: optimizer step {} differs from step {}", dir,
               t->adamw_->steps(), t->step_);
-  t->best_val_ = state.at("best_val_loss").is_null() ? std::numeric_limits<double>::infinity()
-                                                     : state.at("best_val_loss").get<double>();
-  t->wall_before_ = state.at("wall_s");
-  t->checkpoint_ranks_ = state.value("ranks", int64_t{1});
+  t->best_val_ = best.is_null() ? std::numeric_limits<double>::infinity() : best.get<double>();
+  t->wall_before_ = wall_s;
+  t->checkpoint_ranks_ = ranks.get<int64_t>();
+  t->resume_log();
+  return t;
+}
+
+void Trainer::resume_log() {
   // Keep the log up to the checkpoint: later rows belong to the interrupted session.
-  std::istringstream log(read_text(t->out_dir_ + "/train_log.csv"));
+  const std::string path = out_dir_ + "/train_log.csv";
+  std::istringstream log(read_regular_file(path));
   std::string line, kept = kLogHeader;
   std::getline(log, line);
-  while (std::getline(log, line)) {
+  for (int64_t number = 2; std::getline(log, line); ++number) {
     std::istringstream row(line);
     std::string field[4];
     for (auto& f : field) std::getline(row, f, ',');
-    const int64_t step = std::stoll(field[0]);
-    if (step > t->step_) break;
+    const auto number_at = [&](const std::string& text, const char* what) {
+      double value = 0;
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+      FORGE_CHECK(ec == std::errc() && end == text.data() + text.size() && !text.empty(),
+                  "{}: line {}: {} \"{}\" is not a number", path, number, what, text);
+      return value;
+    };
+    const double step = number_at(field[0], "the step");
+    FORGE_CHECK(step == std::floor(step) && step >= 0 && step <= 1e15,
+                "{}: line {}: step {} is not a step number", path, number, field[0]);
+    if (step > double(step_)) break;
     kept += line + "\n";
-    t->train_curve_.push_back({step, std::stod(field[2])});
-    if (!field[3].empty()) t->val_curve_.push_back({step, std::stod(field[3])});
+    train_curve_.push_back({static_cast<int64_t>(step), number_at(field[2], "the train loss")});
+    if (!field[3].empty()) {
+      val_curve_.push_back(
+          {static_cast<int64_t>(step), number_at(field[3], "the validation loss")});
+    }
   }
-  if (t->writes_files()) write_text(t->out_dir_ + "/train_log.csv", kept);
-  return t;
+  if (writes_files()) write_text(path, kept);
 }
 
 void Trainer::windows(const std::vector<int64_t>& starts, std::vector<uint32_t>& inputs,
@@ -364,22 +438,20 @@ bool Trainer::writes_files() const {
 
 void Trainer::save_checkpoint(double wall_s) const {
   if (!writes_files()) return;
-  const std::string dir = out_dir_ + "/checkpoint";
-  const std::string tmp = dir + ".tmp", old = dir + ".old";
-  fs::remove_all(tmp);
-  model_->save(tmp);
-  adamw_->save(tmp + "/optimizer.safetensors");
   const nlohmann::json state = {
       {"step", step_},
       {"best_val_loss", std::isfinite(best_val_) ? nlohmann::json(best_val_) : nlohmann::json()},
       {"wall_s", wall_s},
       {"ranks", dp_ ? dp_->size() : 1},
-      {"config", config_.to_json()}};
-  write_text(tmp + "/train_state.json", state.dump(2) + "\n");
-  fs::remove_all(old);
-  if (fs::exists(dir)) fs::rename(dir, old);
-  fs::rename(tmp, dir);
-  fs::remove_all(old);
+      {"config", config_.to_json()},
+      {"sha256", {{"config", config_digest(config_)}, {"tokens", tokens_digest_}}}};
+  train::save_checkpoint(
+      out_dir_,
+      [&](const std::string& dir) {
+        model_->save(dir);
+        adamw_->save(dir + "/optimizer.safetensors");
+      },
+      state.dump(2) + "\n");
 }
 
 void Trainer::save_best() const {
@@ -394,7 +466,7 @@ void Trainer::append_log(int64_t step, double lr, double train_loss, double val_
   std::string row =
       fmt::format("{},{:.6g},{:.6f},{},{:.1f},{:.1f}\n", step, lr, train_loss,
                   std::isnan(val_loss) ? "" : fmt::format("{:.6f}", val_loss), tok_s, wall_s);
-  std::string log = read_text(out_dir_ + "/train_log.csv") + row;
+  std::string log = read_regular_file(out_dir_ + "/train_log.csv") + row;
   write_text(out_dir_ + "/train_log.csv", log);
 }
 
@@ -407,6 +479,8 @@ TrainSummary Trainer::run(const std::function<void(const Progress&)>& on_progres
   TrainSummary summary;
   double last_loss = NAN;
   bool saved = false;
+  if (new_log_) start_log();
+  new_log_ = false;
   if (dp_) dp_->check_parameters(*model_, step_, true);
   while (step_ < config_.steps && (stop_after <= 0 || step_ - first < stop_after)) {
     const float lr = config_.lr_at(step_);

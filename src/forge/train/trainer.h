@@ -76,7 +76,8 @@ struct Progress {
 ///   train_log.csv, loss.png/.svg     step, lr, losses, throughput; the curve (loss_plot.h)
 ///   checkpoint/                      the latest state: model, optimizer.safetensors
 ///                                    (adam.m.*, adam.v.*, step), train_state.json
-/// Files are replaced atomically (write, fsync, rename). The caller writes the vocabulary.
+/// Files are replaced atomically (write, fsync, rename); nothing is written before run(), so a
+/// Trainer that constructs has validated every setting. The caller writes the vocabulary.
 class Trainer {
  public:
   /// A fresh run from a random initialisation (seeded by config.seed). With `dp`, this process
@@ -111,13 +112,16 @@ class Trainer {
           std::unique_ptr<Gpt2> model, DataParallel* dp);
   /// Rank 0 of a data-parallel run, or a run of one process: the one that writes files.
   bool writes_files() const;
-  /// Writes the log's header (a new run; rank 0 only).
+  /// Writes the log's header (a new run; rank 0 only). run() calls it, so that constructing a
+  /// Trainer (which validates everything) writes nothing.
   void start_log();
   /// AdamW over the parameters config.freeze leaves trainable.
   void make_optimizer();
   /// Windows of n_ctx + 1 tokens starting at `starts`, as (inputs, targets).
   void windows(const std::vector<int64_t>& starts, std::vector<uint32_t>& inputs,
                std::vector<uint32_t>& targets) const;
+  /// Reads back train_log.csv up to the resumed step and rewrites it without the later rows.
+  void resume_log();
   double train_step();
   void save_checkpoint(double wall_s) const;
   void save_best() const;
@@ -126,7 +130,8 @@ class Trainer {
 
   TrainConfig config_;
   std::vector<uint32_t> tokens_;
-  int64_t train_end_ = 0;  // tokens [0, train_end_) train, the rest validate
+  std::string tokens_digest_;  // SHA-256 of tokens_, saved so a resume can tell they changed
+  int64_t train_end_ = 0;      // tokens [0, train_end_) train, the rest validate
   std::string out_dir_;
   std::unique_ptr<Gpt2> model_;
   std::unique_ptr<optim::AdamW> adamw_;
@@ -137,6 +142,7 @@ class Trainer {
   std::vector<LossPoint> train_curve_, val_curve_;
   DataParallel* dp_ = nullptr;
   int64_t checkpoint_ranks_ = 1;
+  bool new_log_ = false;  // a new run: run() starts train_log.csv
 };
 
 }  // namespace forge::train

@@ -2,18 +2,23 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 
 namespace forge::cpu {
 namespace {
 
+int cores() {
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 int default_threads() {
   if (const char* env = std::getenv("FORGE_NUM_THREADS")) {
     const int n = std::atoi(env);
     if (n > 0) return n;
   }
-  return std::max(1u, std::thread::hardware_concurrency());
+  return cores();
 }
 
 // A decode step runs ~150 short parallel loops back to back. Waiting threads poll (yielding
@@ -36,11 +41,22 @@ thread_local bool inside_job = false;
 
 }  // namespace
 
+int ThreadPool::max_threads() {
+  return kThreadsPerCore * cores();
+}
+
 ThreadPool::ThreadPool(int threads) {
 #ifdef __EMSCRIPTEN__
   threads = 1;  // the wasm build has no threads (they need a cross-origin-isolated page)
 #endif
-  const int n = threads > 0 ? threads : default_threads();
+  const int asked = threads > 0 ? threads : default_threads();
+  const int n = std::min(asked, max_threads());
+  if (n < asked) {
+    std::fprintf(stderr,
+                 "forge: warning: %d CPU threads asked for (--threads or FORGE_NUM_THREADS); "
+                 "using %d, %d x the %d cores\n",
+                 asked, n, kThreadsPerCore, cores());
+  }
   for (int i = 1; i < n; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 

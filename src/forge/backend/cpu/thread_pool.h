@@ -14,8 +14,13 @@ namespace forge::cpu {
 
 class ThreadPool {
  public:
-  /// threads ≤ 0 means FORGE_NUM_THREADS, else the hardware's core count.
+  /// threads ≤ 0 means FORGE_NUM_THREADS, else the hardware's core count. More than
+  /// max_threads() is clamped to it with a warning on stderr (a million threads exhausts the
+  /// machine's process ids long before it helps).
   explicit ThreadPool(int threads = 0);
+  /// kThreadsPerCore × the hardware's cores.
+  static int max_threads();
+  static constexpr int kThreadsPerCore = 4;
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;

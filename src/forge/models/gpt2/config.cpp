@@ -1,13 +1,13 @@
 #include "forge/models/gpt2/config.h"
 
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "forge/core/error.h"
+#include "forge/serialization/file_io.h"
 #include "forge/serialization/json_excerpt.h"
+#include "forge/serialization/json_parse.h"
 
 namespace forge {
 namespace {
@@ -46,9 +46,10 @@ void reject_unsupported(const Json& j, const std::string& origin, int64_t n_embd
   if (j.contains("n_inner") && !j["n_inner"].is_null()) {
     int64_t n_inner = 0;
     read_int(j, "n_inner", origin, n_inner);
-    FORGE_CHECK(n_inner == 4 * n_embd,
-                "{}: n_inner {} is not supported: Forge's MLP is 4 * n_embd = {} wide", origin,
-                n_inner, 4 * n_embd);
+    // Divided rather than multiplied: 4 * n_embd overflows for a hostile n_embd.
+    FORGE_CHECK(n_inner % 4 == 0 && n_inner / 4 == n_embd,
+                "{}: n_inner {} is not supported: Forge's MLP is 4 * n_embd wide (n_embd {})",
+                origin, n_inner, n_embd);
   }
   const auto flag_is = [&](const char* key, bool expected) {
     if (!j.contains(key)) return;
@@ -59,6 +60,22 @@ void reject_unsupported(const Json& j, const std::string& origin, int64_t n_embd
   };
   flag_is("scale_attn_weights", true);
   flag_is("scale_attn_by_inverse_layer_idx", false);
+}
+
+/// The parameters' bytes (f32) of a GPT-2 of `c`, in `bytes`; false when a step overflows.
+bool checked_parameter_bytes(const Gpt2Config& c, int64_t& bytes) {
+  const int64_t e = c.n_embd;
+  int64_t e2 = 0, layer = 0, layers = 0, wte = 0, wpe = 0, total = 0;
+  // Per block: c_attn e·3e + 3e, attn c_proj e·e + e, c_fc e·4e + 4e, mlp c_proj 4e·e + e,
+  // two LayerNorms 4e: 12e² + 13e.
+  return !__builtin_mul_overflow(e, e, &e2) && !__builtin_mul_overflow(e2, 12, &layer) &&
+         !__builtin_add_overflow(layer, 13 * e, &layer) &&
+         !__builtin_mul_overflow(layer, c.n_layer, &layers) &&
+         !__builtin_mul_overflow(c.vocab_size, e, &wte) &&
+         !__builtin_mul_overflow(c.n_ctx, e, &wpe) &&
+         !__builtin_add_overflow(layers, wte, &total) &&
+         !__builtin_add_overflow(total, wpe, &total) &&
+         !__builtin_add_overflow(total, 2 * e, &total) && !__builtin_mul_overflow(total, 4, &bytes);
 }
 
 }  // namespace
@@ -77,21 +94,29 @@ void Gpt2Config::validate() const {
   FORGE_CHECK(n_embd % n_head == 0, "n_embd {} is not divisible by n_head {}", n_embd, n_head);
   FORGE_CHECK(eos_token_id == -1 || (eos_token_id >= 0 && eos_token_id < vocab_size),
               "eos_token_id {} is outside the vocabulary of {}", eos_token_id, vocab_size);
+  // Every size derived from the config (3·n_embd, vocab_size × n_embd, the parameters' bytes)
+  // must fit int64, so no later multiply overflows.
+  int64_t bytes = 0;
+  FORGE_CHECK(checked_parameter_bytes(*this, bytes),
+              "n_layer {}, n_embd {}, n_positions {} and vocab_size {} make a model whose size "
+              "overflows 64 bits",
+              n_layer, n_embd, n_ctx, vocab_size);
 }
 
 Gpt2Config Gpt2Config::from_json_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  FORGE_CHECK(in.good(), "cannot open GPT-2 config {}", path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  FORGE_CHECK(!in.bad(), "cannot read GPT-2 config {}", path);
-  return from_json(text.str(), path);
+  std::string text;
+  try {
+    text = read_regular_file(path);
+  } catch (const Error& e) {
+    fail("cannot open GPT-2 config {}: {}", path, e.what());
+  }
+  return from_json(text, path);
 }
 
 Gpt2Config Gpt2Config::from_json(const std::string& text, const std::string& origin) {
   Json j;
   try {
-    j = Json::parse(text);
+    j = parse_json_limited(text, origin);
   } catch (const Json::exception& e) {
     fail("{}: not valid JSON: {}", origin, e.what());
   }

@@ -87,6 +87,11 @@ void Council::set_beta(float beta) {
   options_.beta = beta;
 }
 
+void Council::set_sampling(const SamplingOptions& sampling) {
+  sampler_ = Sampler(sampling);  // checks the options now, not at the next start()
+  options_.sampling = sampling;
+}
+
 CouncilStep Council::start(std::span<const uint32_t> prompt) {
   const Gpt2Config& c = config();
   FORGE_CHECK(!prompt.empty(), "empty prompt: give at least one token");

@@ -66,6 +66,9 @@ class Council {
   int64_t length() const { return caches_[0].length; }
   /// Takes effect at the next step (the caches do not depend on β).
   void set_beta(float beta);
+  /// Takes effect at the next start(), which reseeds the sampler (a page changes the sampling
+  /// between runs without reloading the experts).
+  void set_sampling(const SamplingOptions& sampling);
 
   /// Forgets any earlier sequence, prefills `prompt` (1 … n_ctx valid ids) into every expert and
   /// returns the first choice.

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <set>
+#include <string_view>
 
 #include "forge/core/dropout.h"
 #include "forge/core/error.h"
@@ -53,6 +55,24 @@ std::vector<ParamSpec> param_specs(const Gpt2Config& c, nn::Embedding& embed,
 }
 
 constexpr const char* kPrefix = "transformer.";
+constexpr int64_t kTensorsPerLayer = 12, kOtherTensors = 4;  // wte, wpe, ln_f.{weight, bias}
+
+/// Tensors HF checkpoints carry that are not parameters: the attention mask buffers, and the LM
+/// head that GPT-2 ties to wte.
+bool is_ignored_extra(std::string_view name) {
+  if (name.starts_with(kPrefix)) name.remove_prefix(std::string_view(kPrefix).size());
+  return name == "lm_head.weight" || name.ends_with(".attn.bias") ||
+         name.ends_with(".attn.masked_bias");
+}
+
+/// The first element of `t` (host memory, f32) that is a NaN or an infinity, or -1.
+int64_t first_non_finite(const Tensor& t) {
+  const float* values = t.f32();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (!std::isfinite(values[i])) return i;
+  }
+  return -1;
+}
 
 }  // namespace
 
@@ -90,10 +110,37 @@ template <typename File>
 Gpt2 Gpt2::from_file(const Gpt2Config& config, const File& file, const std::string& path,
                      const Device& device, const LoadProgress& progress) {
   config.validate();
+  // Checked before anything is allocated, so a config that lies about n_layer (10⁹ on a file of
+  // 4 layers) fails at once instead of building 10⁹ empty blocks.
+  const std::vector<std::string> names = file.names();
+  const int64_t needed = kOtherTensors + kTensorsPerLayer * config.n_layer;
+  if (int64_t(names.size()) < needed) {
+    // Some tensor is missing: name the first, looking at no more layers than the file can hold.
+    static constexpr const char* kLayer[] = {
+        "ln_1.weight",        "ln_1.bias",        "attn.c_attn.weight", "attn.c_attn.bias",
+        "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight",        "ln_2.bias",
+        "mlp.c_fc.weight",    "mlp.c_fc.bias",    "mlp.c_proj.weight",  "mlp.c_proj.bias"};
+    const auto check = [&](const std::string& name) {
+      FORGE_CHECK(file.contains(name) || file.contains(kPrefix + name),
+                  "{}: missing tensor {} (or {}{})", path, name, kPrefix, name);
+    };
+    check("wte.weight");
+    check("wpe.weight");
+    for (int64_t l = 0; l < config.n_layer; ++l) {
+      for (const char* part : kLayer) check("h." + std::to_string(l) + "." + part);
+    }
+    fail("{} holds {} tensors, but a GPT-2 of n_layer {} has {}", path, names.size(),
+         config.n_layer, needed);
+  }
   Gpt2 model(config, device);
   model.blocks_.resize(config.n_layer);
   model.ln_f_.eps = config.layer_norm_epsilon;
   for (auto& b : model.blocks_) b.ln_1.eps = b.ln_2.eps = config.layer_norm_epsilon;
+  // Weights go through host memory, where a NaN or infinity is found before it reaches the
+  // device; on a host-memory device that is the tensor itself.
+  const bool host_device = Tensor::empty(Shape{1}, DType::F32, device).buffer().host() != nullptr;
+  const Device staging = host_device ? device : Device::cpu();
+  std::set<std::string> used;
   const auto specs = param_specs(config, model.embed_, model.blocks_, model.ln_f_);
   for (size_t i = 0; i < specs.size(); ++i) {
     const ParamSpec& spec = specs[i];
@@ -103,11 +150,29 @@ Gpt2 Gpt2::from_file(const Gpt2Config& config, const File& file, const std::stri
     const Shape& shape = file.entry(name).shape;
     FORGE_CHECK(shape == spec.shape, "{}: tensor {} has shape {}, but the config needs {}", path,
                 name, shape.str(), spec.shape.str());
-    Tensor t = file.read(name, device);
+    Tensor t = file.read(name, staging);
     FORGE_CHECK(t.dtype() == DType::F32, "{}: tensor {} must be a float tensor, got {}", path, name,
                 dtype_name(t.dtype()));
-    *spec.slot = std::move(t);
+    const int64_t bad = first_non_finite(t);
+    FORGE_CHECK(bad < 0, "{}: tensor {} holds {} at element {}: the checkpoint is damaged", path,
+                name, std::isnan(t.f32()[bad]) ? "a NaN" : "an infinity", bad);
+    *spec.slot = host_device ? std::move(t) : t.to(device);
+    used.insert(name);
     if (progress) progress(static_cast<int64_t>(i + 1), static_cast<int64_t>(specs.size()));
+  }
+  std::vector<std::string> extra;
+  for (const std::string& name : names) {
+    if (!used.count(name) && !is_ignored_extra(name)) extra.push_back(name);
+  }
+  if (!extra.empty()) {
+    std::string listed;
+    for (size_t i = 0; i < std::min<size_t>(extra.size(), 3); ++i) {
+      listed += (i ? ", " : "") + extra[i];
+    }
+    fail(
+        "{} holds {} tensor(s) a GPT-2 of n_layer {} does not use ({}{}): the config does not "
+        "describe this checkpoint",
+        path, extra.size(), config.n_layer, listed, extra.size() > 3 ? ", ..." : "");
   }
   return model;
 }
@@ -217,9 +282,20 @@ struct Gpt2::Pass {
   nn::Var drop(const nn::Var& x) { return dropout(x, dropout_key(dropout_seed, site++)); }
 };
 
-nn::Var Gpt2::attention(const Gpt2Block& block, const nn::Var& x, int64_t batch, KvCache* cache,
-                        size_t layer, Pass& pass) const {
+nn::Var Gpt2::attention(const Gpt2Block& block, const nn::Var& x, int64_t batch,
+                        std::span<KvCache* const> caches, size_t layer, Pass& pass) const {
   const nn::Var qkv = block.c_attn(x);
+  if (caches.size() > 1) {  // a batched decode step: one fused kernel per sequence
+    std::vector<Tensor> k, v;
+    std::vector<int64_t> pos;
+    for (const KvCache* c : caches) {
+      k.push_back(c->k[layer]);
+      v.push_back(c->v[layer]);
+      pos.push_back(c->length);
+    }
+    return nn::Var(ops::attention_steps(qkv.value(), k, v, pos));
+  }
+  KvCache* cache = caches.empty() ? nullptr : caches[0];
   const bool one_step = cache && !pass.tape && qkv.value().dim(0) == 1 &&
                         cache->length < ops::kAttentionStepMaxLength &&
                         config_.head_dim() <= ops::kAttentionStepMaxHeadDim;
@@ -261,63 +337,115 @@ nn::Var Gpt2::project_residual(const nn::Linear& proj, const nn::Var& h, const n
   return proj.add_to(x, h);
 }
 
-nn::Var Gpt2::run(std::span<const uint32_t> ids, int64_t batch, KvCache* cache, Pass& pass) const {
+nn::Var Gpt2::run(std::span<const uint32_t> ids, int64_t batch, std::span<KvCache* const> caches,
+                  Pass& pass) const {
   FORGE_CHECK(!ids.empty(), "empty input: at least one token is needed");
   check_ids(ids);
   const Tensor id_tensor = Tensor::from_ids(std::vector<uint32_t>(ids.begin(), ids.end()),
                                             {int64_t(ids.size())}, device_);
-  return run(id_tensor, batch, cache, pass);
+  return run(id_tensor, batch, caches, pass);
 }
 
-nn::Var Gpt2::run(const Tensor& ids, int64_t batch, KvCache* cache, Pass& pass) const {
+nn::Var Gpt2::run(const Tensor& ids, int64_t batch, std::span<KvCache* const> caches,
+                  Pass& pass) const {
   FORGE_CHECK(ids.dtype() == DType::U32 && ids.rank() == 1 && ids.numel() > 0,
               "token ids must be a non-empty [n] U32 tensor, got {}", ids.describe());
   const int64_t n = ids.numel();
   FORGE_CHECK(batch > 0 && n % batch == 0, "{} tokens do not fold into {} sequences", n, batch);
-  FORGE_CHECK(!cache || batch == 1, "the KV cache holds a single sequence");
-  FORGE_CHECK(!cache || !pass.tape, "the KV cache is for inference: a training pass has none");
+  FORGE_CHECK(caches.size() <= 1 || (static_cast<int64_t>(caches.size()) == batch && n == batch),
+              "{} caches for {} tokens in {} sequences: a batched step takes one token each",
+              caches.size(), n, batch);
+  FORGE_CHECK(caches.size() != 1 || batch == 1, "the KV cache holds a single sequence");
+  FORGE_CHECK(caches.empty() || !pass.tape,
+              "the KV cache is for inference: a training pass has none");
   const int64_t t = n / batch;
-  const int64_t pos = cache ? cache->length : 0;
-  FORGE_CHECK(pos + t <= config_.n_ctx, "{} tokens after {} cached exceed the context of {} tokens",
-              t, pos, config_.n_ctx);
+  std::vector<int64_t> positions;
+  for (const KvCache* c : caches) {
+    FORGE_CHECK(c->length + t <= config_.n_ctx,
+                "{} tokens after {} cached exceed the context of {} tokens", t, c->length,
+                config_.n_ctx);
+    positions.push_back(c->length);
+  }
   if (pass.trace) pass.trace->clear();
-  nn::Var x = pass.drop(embed_(ids, t, pos, pass.tape));
+  nn::Var x = caches.size() > 1
+                  ? embed_.at(ids, positions)
+                  : pass.drop(embed_(ids, t, positions.empty() ? 0 : positions[0], pass.tape));
   for (size_t l = 0; l < blocks_.size(); ++l) {
     const Gpt2Block& b = blocks_[l];
-    x = project_residual(b.attn_proj, attention(b, b.ln_1(x), batch, cache, l, pass), x, pass);
+    x = project_residual(b.attn_proj, attention(b, b.ln_1(x), batch, caches, l, pass), x, pass);
     x = project_residual(b.mlp_proj, b.c_fc.gelu(b.ln_2(x)), x, pass);
   }
-  if (cache) cache->length += t;
+  for (KvCache* c : caches) c->length += t;
   return ln_f_(x);
 }
 
-Tensor Gpt2::run_inference(std::span<const uint32_t> ids, int64_t batch, KvCache* cache,
-                           AttentionTrace* trace) const {
+Tensor Gpt2::run_inference(std::span<const uint32_t> ids, int64_t batch,
+                           std::span<KvCache* const> caches, AttentionTrace* trace) const {
   Pass pass;
   pass.trace = trace;
-  return run(ids, batch, cache, pass).value();
+  return run(ids, batch, caches, pass).value();
 }
 
 Tensor Gpt2::hidden(std::span<const uint32_t> ids, int64_t batch, AttentionTrace* trace) const {
-  return run_inference(ids, batch, nullptr, trace);
+  return run_inference(ids, batch, {}, trace);
 }
 
 Tensor Gpt2::forward(std::span<const uint32_t> ids, int64_t batch, AttentionTrace* trace) const {
-  return logits_from_hidden(run_inference(ids, batch, nullptr, trace));
+  return logits_from_hidden(run_inference(ids, batch, {}, trace));
 }
 
 Tensor Gpt2::prefill(KvCache& cache, std::span<const uint32_t> ids, AttentionTrace* trace) const {
-  return run_inference(ids, 1, &cache, trace);
+  KvCache* const caches[] = {&cache};
+  return run_inference(ids, 1, caches, trace);
 }
 
 Tensor Gpt2::hidden_step(KvCache& cache, uint32_t id, AttentionTrace* trace) const {
-  return run_inference(std::span<const uint32_t>(&id, 1), 1, &cache, trace);
+  KvCache* const caches[] = {&cache};
+  return run_inference(std::span<const uint32_t>(&id, 1), 1, caches, trace);
 }
 
 Tensor Gpt2::hidden_step(KvCache& cache, const Tensor& id) const {
   FORGE_CHECK(id.numel() == 1, "a cached step takes one id, got {}", id.describe());
+  KvCache* const caches[] = {&cache};
   Pass pass;
-  return run(id, 1, &cache, pass).value();
+  return run(id, 1, caches, pass).value();
+}
+
+void Gpt2::check_step_caches(std::span<KvCache* const> caches, size_t count) const {
+  FORGE_CHECK(!caches.empty(), "hidden_steps: no sequences given");
+  FORGE_CHECK(caches.size() == count, "hidden_steps: {} caches for {} ids", caches.size(), count);
+  const Shape shape{config_.n_head, config_.n_ctx, config_.head_dim()};
+  for (size_t b = 0; b < caches.size(); ++b) {
+    const KvCache* c = caches[b];
+    FORGE_CHECK(c != nullptr, "hidden_steps: the cache of sequence {} is null", b);
+    FORGE_CHECK(c->k.size() == blocks_.size() && c->v.size() == blocks_.size() &&
+                    c->k[0].shape() == shape && c->k[0].device() == device_,
+                "hidden_steps: the cache of sequence {} is not one of this model's (new_cache())",
+                b);
+    FORGE_CHECK(c->length >= 0 && c->length < config_.n_ctx,
+                "hidden_steps: the cache of sequence {} is full ({} of {} tokens)", b, c->length,
+                config_.n_ctx);
+    FORGE_CHECK(c->length < ops::kAttentionStepMaxLength,
+                "hidden_steps: sequence {} is at position {}, past the batched step's limit of {}",
+                b, c->length, ops::kAttentionStepMaxLength);
+    for (size_t a = 0; a < b; ++a) {
+      FORGE_CHECK(caches[a] != c, "hidden_steps: sequences {} and {} share one cache", a, b);
+    }
+  }
+}
+
+Tensor Gpt2::hidden_steps(std::span<KvCache* const> caches, std::span<const uint32_t> ids) const {
+  check_step_caches(caches, ids.size());
+  Pass pass;
+  return run(ids, static_cast<int64_t>(ids.size()), caches, pass).value();
+}
+
+Tensor Gpt2::hidden_steps(std::span<KvCache* const> caches, const Tensor& ids) const {
+  FORGE_CHECK(ids.dtype() == DType::U32 && ids.rank() == 1,
+              "hidden_steps: ids must be a [B] U32 tensor, got {}", ids.describe());
+  check_step_caches(caches, static_cast<size_t>(ids.numel()));
+  Pass pass;
+  return run(ids, ids.numel(), caches, pass).value();
 }
 
 nn::Var Gpt2::token_losses(std::span<const uint32_t> ids, std::span<const uint32_t> targets,
@@ -330,7 +458,7 @@ nn::Var Gpt2::token_losses(std::span<const uint32_t> ids, std::span<const uint32
   pass.tape = tape;
   pass.dropout.p = options.dropout;
   pass.dropout_seed = options.dropout_seed;
-  const nn::Var hidden = run(ids, batch, nullptr, pass);
+  const nn::Var hidden = run(ids, batch, {}, pass);
   // The tied head: the same wte leaf as the embedding, so its gradient gets both terms.
   const nn::Var logits =
       autograd::matmul(hidden, autograd::param(tape, embed_.wte), {.trans_b = true});

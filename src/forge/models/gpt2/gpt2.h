@@ -109,6 +109,19 @@ class Gpt2 {
   /// so one step's choice feeds the next without a host round trip. The id is not range-checked
   /// on the host: it must come from a vocabulary-wide op (argmax of a logits row does).
   Tensor hidden_step(KvCache& cache, const Tensor& id) const;
+  /// One cached step of B independent sequences in one forward (a batched decode step): ids[b]
+  /// is appended to *caches[b], each cache at its own length. The matmuls run on the B rows
+  /// together, so every weight is read once per step for all of them; attention runs per
+  /// sequence against its own cache. Returns hidden states after ln_f, [B, c]: row b is what
+  /// hidden_step(*caches[b], ids[b]) returns, up to float rounding (a product over B rows may sum
+  /// in another order than over one; B = 1 is that path exactly). Every cache advances by one.
+  /// Throws, with no cache touched, on sizes that differ, a null, repeated or full cache, or an
+  /// id outside the vocabulary. Positions past kAttentionStepMaxLength are not supported.
+  Tensor hidden_steps(std::span<KvCache* const> caches, std::span<const uint32_t> ids) const;
+  /// The same from ids already on the device ([B] U32, such as argmax of the last step's logits
+  /// [B, vocab]), so a greedy batch goes on without a host round trip. Not range-checked on the
+  /// host: they must come from a vocabulary-wide op.
+  Tensor hidden_steps(std::span<KvCache* const> caches, const Tensor& ids) const;
   /// Tied LM head: hidden [r, c] → logits [r, vocab].
   Tensor logits_from_hidden(const Tensor& hidden) const;
 
@@ -133,17 +146,22 @@ class Gpt2 {
   static Gpt2 from_file(const Gpt2Config& config, const File& file, const std::string& path,
                         const Device& device, const LoadProgress& progress);
   /// The one definition of the network: inference runs it without a tape, training with one.
-  nn::Var run(std::span<const uint32_t> ids, int64_t batch, KvCache* cache, Pass& pass) const;
+  /// `caches` is empty (no cache), one cache for a single sequence (batch 1), or one cache per
+  /// sequence of a batched decode step (batch = caches.size(), one token each).
+  nn::Var run(std::span<const uint32_t> ids, int64_t batch, std::span<KvCache* const> caches,
+              Pass& pass) const;
   /// The same over ids already on the device ([batch·t] U32, in range).
-  nn::Var run(const Tensor& ids, int64_t batch, KvCache* cache, Pass& pass) const;
+  nn::Var run(const Tensor& ids, int64_t batch, std::span<KvCache* const> caches, Pass& pass) const;
   /// Attention of one block up to its output projection: merged heads [b·t, c].
-  nn::Var attention(const Gpt2Block& block, const nn::Var& x, int64_t batch, KvCache* cache,
-                    size_t layer, Pass& pass) const;
+  nn::Var attention(const Gpt2Block& block, const nn::Var& x, int64_t batch,
+                    std::span<KvCache* const> caches, size_t layer, Pass& pass) const;
+  /// hidden_steps' checks on its caches, for `count` ids.
+  void check_step_caches(std::span<KvCache* const> caches, size_t count) const;
   /// x + dropout(proj(h)); fused into proj's store off the tape.
   nn::Var project_residual(const nn::Linear& proj, const nn::Var& h, const nn::Var& x,
                            Pass& pass) const;
-  Tensor run_inference(std::span<const uint32_t> ids, int64_t batch, KvCache* cache,
-                       AttentionTrace* trace) const;
+  Tensor run_inference(std::span<const uint32_t> ids, int64_t batch,
+                       std::span<KvCache* const> caches, AttentionTrace* trace) const;
   /// Per-row NLL of targets on `tape` (or none), from a forward with `options`.
   nn::Var token_losses(std::span<const uint32_t> ids, std::span<const uint32_t> targets,
                        int64_t batch, autograd::Tape* tape, const LossOptions& options,

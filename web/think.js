@@ -16,7 +16,7 @@ let model = null;
 let tokens = [];  // prompt + generated: { id, text }
 let steps = [];   // per generated token: { id, pos, top, attention }
 let running = false;
-let stopRequested = false;
+let run = null;  // the run on screen: { stopped, stop() }
 
 // Whitespace made visible where a token stands alone (shortlist, attention cells).
 function visible(text) {
@@ -34,6 +34,57 @@ function showError(error) {
   $('error').textContent = message;
   $('error').hidden = false;
   setState('error', 'Error');
+}
+
+/** Probabilities as a person reads them: small ones in scientific notation, never "0.0%". */
+function percent(p) {
+  if (p >= 0.001) return `${(p * 100).toFixed(1)}%`;
+  if (p === 0) return '0%';
+  return `${(p * 100).toExponential(1)}%`;
+}
+
+/** A start-up failure: nothing may look as if it were still loading. */
+function showStartError(error) {
+  showError(error);
+  $('load-progress').hidden = true;
+  for (const id of ['backend', 'adapter', 'model-info']) {
+    if ($(id).textContent === '…') $(id).textContent = 'not loaded';
+  }
+}
+
+/** Empties the output, the stats and the step panels: a new run (or a failed one) starts clean. */
+function clearRun() {
+  tokens = [];
+  steps = [];
+  $('output').replaceChildren();
+  $('shortlist').replaceChildren();
+  $('attention').replaceChildren();
+  for (const id of ['prefill', 'first-token', 'tokens-per-second', 'token-count', 'stop-reason']) $(id).textContent = '–';
+  delete $('stop-reason').dataset.reason;
+  $('step-label').textContent = '–';
+  $('step').disabled = true;
+  $('step').max = '0';
+  $('step').value = '0';
+}
+
+/**
+ * Stop and Esc end the run on screen at once. A forward pass already on the device cannot be
+ * interrupted, so a stop during the prefill leaves that pass to finish in the background (its
+ * first step is then refused, so it shows nothing), and the next run starts after it.
+ */
+function requestStop() {
+  if (!run || run.stopped) return;
+  run.stopped = true;
+  $('stop').disabled = true;
+  setState('stopping', 'Stopping…');
+  run.stop();
+}
+
+/** Greedy ignores the temperature: the field says so instead of pretending to matter. */
+function syncGreedy() {
+  const greedy = $('greedy').checked;
+  $('temperature').disabled = greedy;
+  $('temperature-hint').hidden = !greedy;
 }
 
 function clearError() {
@@ -97,7 +148,11 @@ function renderShortlist(step) {
     bar.style.setProperty('--p', c.probability);
     const p = document.createElement('span');
     p.className = 'p';
-    p.textContent = `${(c.probability * 100).toFixed(1)}%`;
+    p.textContent = percent(c.probability);
+    // The exact value, on hover (title) and on keyboard focus (the row is focusable).
+    p.dataset.exact = `p = ${c.probability.toPrecision(6)}`;
+    li.title = `${visible(c.text)}: p = ${c.probability}`;
+    li.tabIndex = 0;
     li.append(text, bar, p);
     return li;
   }));
@@ -115,22 +170,25 @@ function renderAttention(step) {
   strip.replaceChildren(...Array.from(row, (w, pos) => {
     const cell = document.createElement('span');
     cell.className = 'cell';
-    const token = tokens[pos];
-    cell.dataset.pos = pos;
+    const token = tokens[a.windowStart + pos];
+    cell.dataset.pos = a.windowStart + pos;
     if (token) cell.dataset.id = token.id;
     cell.dataset.weight = w;
     cell.style.setProperty('--w', w / max);
     cell.textContent = token ? visible(token.text) : '?';
-    cell.title = `position ${pos}: ${(w * 100).toFixed(2)}%`;
+    cell.title = `position ${a.windowStart + pos}: ${percent(w)}`;
     return cell;
   }));
+}
+
+function stepLabel(index) {
+  return `${index + 1} of ${steps.length}: “${visible(tokens[steps[index].pos].text)}”`;
 }
 
 function showStep(index) {
   const step = steps[index];
   if (!step) return;
-  const chosen = tokens[step.pos];
-  $('step-label').textContent = `${index + 1} of ${steps.length}: “${visible(chosen.text)}”`;
+  $('step-label').textContent = stepLabel(index);
   for (const el of $('output').querySelectorAll('.current')) el.classList.remove('current');
   $('output').querySelector(`[data-pos="${step.pos}"]`)?.classList.add('current');
   renderShortlist(step);
@@ -146,6 +204,7 @@ function integerInput(id, name, min) {
 async function generate() {
   if (running || !model) return;
   clearError();
+  clearRun();
   let options, promptIds;
   try {
     const temperature = Number($('temperature').value);
@@ -159,6 +218,7 @@ async function generate() {
       seed: integerInput('seed', 'Seed', 0),
       topN: TOP_N,
       attention: true,
+      slidingWindow: true,
     };
     promptIds = model.encode($('prompt').value);
   } catch (e) {
@@ -167,20 +227,16 @@ async function generate() {
   }
 
   tokens = promptIds.map((id) => ({ id, text: model.decode([id]) }));
-  steps = [];
   $('output').replaceChildren(...tokens.map((t, pos) => tokenSpan(t, pos, false)));
-  $('shortlist').replaceChildren();
-  $('attention').replaceChildren();
-  for (const id of ['prefill', 'first-token', 'tokens-per-second', 'token-count', 'stop-reason']) $(id).textContent = '–';
-  delete $('stop-reason').dataset.reason;
-  $('step-label').textContent = '–';
-  $('step').disabled = true;
-  stopRequested = false;
+  const thisRun = { stopped: false };
+  const stopped = new Promise((resolve) => { thisRun.stop = () => resolve(null); });
+  run = thisRun;
   setRunning(true);
   setState('generating', 'Generating…');
 
   let firstMs = 0;
   options.onToken = (step) => {
+    if (thisRun.stopped) return false;
     const slider = $('step');
     // The panels follow the newest step unless the reader has moved the slider back.
     const followLatest = slider.disabled || slider.value === slider.max;
@@ -190,6 +246,7 @@ async function generate() {
     $('output').append(tokenSpan(tokens[pos], pos, true));
     if (step.index === 0) {
       firstMs = step.elapsedMs;
+      $('prefill').textContent = `${step.prefillMs.toFixed(1)} ms`;
       $('first-token').textContent = `${firstMs.toFixed(0)} ms`;
     } else {
       const rate = step.index * 1000 / (step.elapsedMs - firstMs);
@@ -201,20 +258,30 @@ async function generate() {
     if (followLatest) {
       slider.value = slider.max;
       showStep(steps.length - 1);
+    } else {
+      $('step-label').textContent = stepLabel(Number(slider.value));  // the total grew
     }
-    return !stopRequested;
+    return !thisRun.stopped;
   };
 
   try {
-    const result = await model.generate($('prompt').value, options);
-    $('prefill').textContent = `${result.prefillMs.toFixed(1)} ms`;
-    if (steps.length > 1) $('tokens-per-second').textContent = result.tokensPerSecond.toFixed(1);
-    $('stop-reason').textContent = STOP_REASONS[result.stopReason] ?? result.stopReason;
-    $('stop-reason').dataset.reason = result.stopReason;
-    setState('done', `Done: ${result.ids.length} tokens`);
+    const generation = model.generate($('prompt').value, options);
+    generation.catch(() => {});  // a run stopped before it returned has nothing more to say
+    const result = await Promise.race([generation, stopped]);
+    const reason = result ? result.stopReason : 'callback';
+    if (result) {
+      $('prefill').textContent = `${result.prefillMs.toFixed(1)} ms`;
+      if (steps.length > 1) $('tokens-per-second').textContent = result.tokensPerSecond.toFixed(1);
+    }
+    $('token-count').textContent = String(steps.length);
+    $('stop-reason').textContent = STOP_REASONS[reason] ?? reason;
+    $('stop-reason').dataset.reason = reason;
+    setState('done', `Done: ${steps.length} tokens`);
   } catch (e) {
+    clearRun();
     showError(e);
   } finally {
+    run = null;
     setRunning(false);
   }
 }
@@ -251,9 +318,11 @@ $('prompt-form').addEventListener('keydown', (e) => {
   }
 });
 document.addEventListener('keydown', (e) => {
-  if (e.key === 'Escape' && running) stopRequested = true;
+  if (e.key === 'Escape') requestStop();
 });
-$('stop').addEventListener('click', () => { stopRequested = true; });
+$('stop').addEventListener('click', requestStop);
+$('greedy').addEventListener('change', syncGreedy);
+syncGreedy();
 $('step').addEventListener('input', () => showStep(Number($('step').value)));
 for (const id of ['layer', 'head']) {
   $(id).addEventListener('change', () => showStep(Number($('step').value)));
@@ -263,4 +332,4 @@ window.addEventListener('pagehide', () => {
   forge?.dispose();
 });
 
-start().catch(showError);
+start().catch(showStartError);
