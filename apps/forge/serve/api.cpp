@@ -383,6 +383,11 @@ HttpResponse Api::completions(const HttpRequest& request) {
     std::string pending;
     size_t text_bytes = 0;
     bool finished = false;
+    // The server drops the body's reader when the connection ends, however it ends (a reset
+    // client is never polled again): a stream not yet finished stops at the next step.
+    ~Stream() {
+      if (!finished) sequence->cancel();
+    }
   };
   auto stream = std::make_shared<Stream>();
   stream->sequence = sequence;

@@ -61,6 +61,9 @@ std::shared_ptr<Sequence> Scheduler::submit(std::vector<uint32_t> prompt, Genera
     ++counters_.rejected;
     return nullptr;
   }
+  // One token a step, so that every sequence's decode joins the batched forward (in-flight greedy
+  // steps would run alone).
+  options.steps_in_flight = 1;
   auto sequence = std::make_shared<Sequence>(std::move(prompt), std::move(options), deadline);
   queue_.push_back(sequence);
   counters_.queued = static_cast<int64_t>(queue_.size());
@@ -98,48 +101,66 @@ void Scheduler::run() {
   counters_.active = counters_.queued = counters_.kv_cache_bytes = 0;
 }
 
-// Round-robin: each active sequence advances one step (its prefill first). A batched decode of
-// every sequence's next token in one forward would replace the loop's step() calls.
+// Every active sequence advances one step (a new one its prefill); the decode steps of all of
+// them go through one batched forward (Generation::step_together).
 void Scheduler::step_all() {
   int64_t tokens = 0, completed = 0, cancelled = 0, timed_out = 0, failed = 0;
-  std::vector<std::shared_ptr<Sequence>> still;
+  std::vector<std::shared_ptr<Sequence>> stepping;
   for (auto& s : active_) {
     if (s->cancelled_) {
       s->end(Sequence::End::Cancelled);
       ++cancelled;
-      continue;
-    }
-    if (Sequence::Clock::now() > s->deadline_) {
+    } else if (Sequence::Clock::now() > s->deadline_) {
       s->end(Sequence::End::DeadlinePassed);
       ++timed_out;
-      continue;
+    } else {
+      try {
+        if (!s->generation_)
+          s->generation_ =
+              std::make_unique<Generation>(model_, tokenizer_, s->prompt_, s->options_);
+        stepping.push_back(s);
+      } catch (const std::exception& e) {
+        s->end(Sequence::End::Failed, {}, e.what());
+        ++failed;
+      }
     }
-    try {
-      if (!s->generation_)
-        s->generation_ = std::make_unique<Generation>(model_, tokenizer_, s->prompt_, s->options_);
-      Generation& g = *s->generation_;
-      const bool more = g.step([&](uint32_t id, std::string_view text) {
-        Piece piece{id, std::string(text), std::nullopt};
-        if (id != kNoToken) {
-          ++tokens;
-          if (!g.result().logprobs.empty()) piece.logprobs = g.result().logprobs.back();
-        }
-        s->push(std::move(piece));
-        return !s->cancelled_;
-      });
-      if (more) {
-        still.push_back(s);
-      } else if (s->cancelled_) {
-        s->end(Sequence::End::Cancelled);
+  }
+  std::vector<Generation*> generations;
+  std::vector<TokenCallback> callbacks;
+  for (auto& s : stepping) {
+    Generation* g = s->generation_.get();
+    Sequence* sequence = s.get();
+    generations.push_back(g);
+    callbacks.push_back([g, sequence, &tokens](uint32_t id, std::string_view text) {
+      Piece piece{id, std::string(text), std::nullopt};
+      if (id != kNoToken) {
+        ++tokens;
+        if (!g->result().logprobs.empty()) piece.logprobs = g->result().logprobs.back();
+      }
+      sequence->push(std::move(piece));
+      return !sequence->cancelled_;
+    });
+  }
+  std::vector<bool> more;
+  std::vector<std::shared_ptr<Sequence>> still;
+  try {
+    Generation::step_together(generations, callbacks, more);
+    for (size_t i = 0; i < stepping.size(); ++i) {
+      Sequence& s = *stepping[i];
+      if (more[i]) {
+        still.push_back(stepping[i]);
+      } else if (s.cancelled_) {
+        s.end(Sequence::End::Cancelled);
         ++cancelled;
       } else {
-        s->end(Sequence::End::Done, g.result());
+        s.end(Sequence::End::Done, s.generation_->result());
         ++completed;
       }
-    } catch (const std::exception& e) {
-      s->end(Sequence::End::Failed, {}, e.what());
-      ++failed;
     }
+  } catch (const std::exception& e) {
+    // One forward served them all, so its failure ends them all.
+    for (auto& s : stepping) s->end(Sequence::End::Failed, {}, e.what());
+    failed += static_cast<int64_t>(stepping.size());
   }
   // An ended sequence's generation (and its cache) is released here, on this thread.
   for (auto& s : active_)

@@ -151,7 +151,11 @@ Generation::~Generation() = default;
 // The next id from the last row of `hidden`, with its log-probabilities when they are wanted.
 // Each step, from the forward through the sampler's readback, is one scope: one GPU submit.
 uint32_t Generation::choose(const Tensor& hidden) {
-  const Tensor logits = model_.logits_from_hidden(hidden.rows(hidden.dim(0) - 1, hidden.dim(0)));
+  return choose_from_logits(
+      model_.logits_from_hidden(hidden.rows(hidden.dim(0) - 1, hidden.dim(0))));
+}
+
+uint32_t Generation::choose_from_logits(const Tensor& logits) {
   if (options_.top_logprobs < 0) return sampler_.sample(logits);
   const std::vector<float> row = logits.to_floats();
   const uint32_t id = sampler_.sample(std::span<const float>(row));
@@ -160,6 +164,51 @@ uint32_t Generation::choose(const Tensor& hidden) {
 }
 
 bool Generation::step(const TokenCallback& on_token) {
+  if (!advance(on_token)) return false;
+  if (needs_decode_) {
+    needs_decode_ = false;
+    DispatchScope scope(model_.device());
+    id_ = choose(model_.hidden_step(cache_, id_));
+  }
+  return true;
+}
+
+void Generation::step_together(std::span<Generation* const> generations,
+                               std::span<const TokenCallback> on_token, std::vector<bool>& more) {
+  FORGE_CHECK(generations.size() == on_token.size(), "step_together: {} generations, {} callbacks",
+              generations.size(), on_token.size());
+  more.assign(generations.size(), false);
+  std::vector<Generation*> decoding;
+  for (size_t i = 0; i < generations.size(); ++i) {
+    Generation& g = *generations[i];
+    FORGE_CHECK(&g.model_ == &generations[0]->model_, "step_together: generations of two models");
+    more[i] = g.advance(on_token[i]);
+    if (more[i] && g.needs_decode_) decoding.push_back(&g);
+  }
+  if (decoding.empty()) return;
+  const Gpt2& model = decoding[0]->model_;
+  std::vector<KvCache*> caches;
+  std::vector<uint32_t> ids;
+  bool any_argmax = false;
+  for (Generation* g : decoding) {
+    caches.push_back(&g->cache_);
+    ids.push_back(g->id_);
+    any_argmax = any_argmax || (g->sampler_.greedy() && g->options_.top_logprobs < 0);
+  }
+  DispatchScope scope(model.device());
+  const Tensor logits = model.logits_from_hidden(model.hidden_steps(caches, ids));
+  // Greedy choices come from one argmax over the batch and one read; the others sample their row.
+  const std::vector<uint32_t> argmax = any_argmax ? ops::argmax(logits).to_ids() : ids;
+  for (size_t b = 0; b < decoding.size(); ++b) {
+    Generation& g = *decoding[b];
+    g.needs_decode_ = false;
+    const bool plain = g.sampler_.greedy() && g.options_.top_logprobs < 0;
+    const int64_t row = static_cast<int64_t>(b);
+    g.id_ = plain ? argmax[b] : g.choose_from_logits(logits.rows(row, row + 1));
+  }
+}
+
+bool Generation::advance(const TokenCallback& on_token) {
   if (done_) return false;
   const Gpt2Config& config = model_.config();
   if (!started_) {
@@ -222,8 +271,7 @@ bool Generation::step(const TokenCallback& on_token) {
     id_ = ahead_.front();
     ahead_.pop_front();
   } else {
-    DispatchScope scope(model_.device());
-    id_ = choose(model_.hidden_step(cache_, id_));
+    needs_decode_ = true;
   }
   return true;
 }

@@ -97,12 +97,25 @@ class Generation {
 
   /// Advances one step, calling `on_token` as generate() does; returns whether more steps remain.
   bool step(const TokenCallback& on_token = {});
+  /// Advances each generation one step as step() does, except that the one-token decode
+  /// forwards of all of them go through one batched forward (Gpt2::hidden_steps) and one LM head:
+  /// a step of B sequences costs about one weight read instead of B. Prefills (a generation's
+  /// first step) still run alone. All must share one model; `more[i]` says whether generation i
+  /// has steps left. On an error the generations are left mid-step: drop them.
+  static void step_together(std::span<Generation* const> generations,
+                            std::span<const TokenCallback> on_token, std::vector<bool>& more);
   bool done() const { return done_; }
   /// The tokens so far; complete once done().
   const GenerateResult& result() const { return result_; }
 
  private:
   uint32_t choose(const Tensor& hidden);
+  /// id_ from a logits row [1, vocab], with its log-probabilities when they are wanted.
+  uint32_t choose_from_logits(const Tensor& logits);
+  /// A step's host part: emits id_, checks the stops, runs a prefill or in-flight greedy steps
+  /// when the step calls for one, and leaves needs_decode_ set when the next id waits on a plain
+  /// one-token decode forward of id_ (which step() or step_together() then runs).
+  bool advance(const TokenCallback& on_token);
   void finish(const TokenCallback& on_token);
 
   const Gpt2& model_;
@@ -119,7 +132,7 @@ class Generation {
   std::deque<uint32_t> ahead_;      // ids chosen on the device and read back, not yet emitted
   uint32_t id_ = 0;                 // the chosen token, not yet emitted
   TokenLogprobs pending_logprobs_;  // id_'s, when they are wanted
-  bool started_ = false, done_ = false;
+  bool started_ = false, done_ = false, needs_decode_ = false;
   std::chrono::steady_clock::time_point start_;
 };
 
