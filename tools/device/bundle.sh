@@ -15,7 +15,7 @@ for exe in forge bench/bench_webgpu_matmul bench/bench_webgpu_ops; do
 done
 cp "$root/third_party/npm/node_modules/bun-webgpu-linux-x64/libwebgpu_wrapper.so" "$stage/bin/"
 cp "$root/third_party/vulkan/lib/libvulkan.so.1" "$stage/bin/"
-# Every library the binaries link beyond glibc and the C++ runtime (fmt, utf8proc, cpp-httplib
+# Every library the binaries link beyond glibc and the C++ runtime (fmt, utf8proc, libmicrohttpd
 # and what it pulls in): the GPU machine is not Debian and has none of them.
 for lib in $(ldd "$stage"/bin/* | awk '$3 ~ /^\// && $1 !~ /^(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s)\.so|^ld-linux/ {print $3}' | sort -u); do
   cp -L "$lib" "$stage/bin/"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <deque>
 #include <memory>
 
@@ -16,6 +17,28 @@ double ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
       .count();
 }
+
+/// The log-softmax of a logits row at `id` and at the `top` likeliest ids.
+TokenLogprobs logprobs_of(std::span<const float> row, uint32_t id, int64_t top) {
+  const float max = *std::max_element(row.begin(), row.end());
+  double sum = 0.0;
+  for (const float x : row) sum += std::exp(static_cast<double>(x - max));
+  const float log_z = max + static_cast<float>(std::log(sum));
+  TokenLogprobs out;
+  out.logprob = row[id] - log_z;
+  std::vector<uint32_t> order(row.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<uint32_t>(i);
+  const size_t n = std::min(order.size(), static_cast<size_t>(top));
+  std::partial_sort(
+      order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n), order.end(),
+      [&](uint32_t a, uint32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
+  for (size_t i = 0; i < n; ++i) out.top.push_back({order[i], row[order[i]] - log_z});
+  return out;
+}
+
+}  // namespace
+
+namespace detail {
 
 /// Holds back text that might be the start of a stop string, so a stop string never streams out.
 class StopFilter {
@@ -54,7 +77,7 @@ class StopFilter {
   std::string pending_;
 };
 
-}  // namespace
+}  // namespace detail
 
 const char* stop_reason_name(StopReason reason) {
   switch (reason) {
@@ -95,9 +118,9 @@ int64_t default_steps_in_flight(const Device& device) {
   return device.backend().kind() == BackendKind::WebGpu ? 8 : 1;
 }
 
-GenerateResult generate(const Gpt2& model, const Tokenizer* tokenizer,
-                        std::span<const uint32_t> prompt, const GenerateOptions& options,
-                        const TokenCallback& on_token) {
+Generation::Generation(const Gpt2& model, const Tokenizer* tokenizer,
+                       std::span<const uint32_t> prompt, const GenerateOptions& options)
+    : model_(model), tokenizer_(tokenizer), options_(options), sampler_(options.sampling) {
   const Gpt2Config& config = model.config();
   FORGE_CHECK(!prompt.empty(), "empty prompt: give at least one token");
   FORGE_CHECK(static_cast<int64_t>(prompt.size()) <= config.n_ctx,
@@ -110,96 +133,171 @@ GenerateResult generate(const Gpt2& model, const Tokenizer* tokenizer,
               "stop strings need a tokenizer");
   for (const std::string& s : options.stop_strings) FORGE_CHECK(!s.empty(), "empty stop string");
   model.check_ids(prompt);
-
-  GenerateResult result;
-  Sampler sampler(options.sampling);
-  std::unique_ptr<StreamDecoder> decoder;
-  if (tokenizer) decoder = std::make_unique<StreamDecoder>(*tokenizer);
-  StopFilter filter(options.stop_strings);
-  const std::optional<uint32_t> eos = [&]() -> std::optional<uint32_t> {
-    if (config.eos_token_id >= 0) return static_cast<uint32_t>(config.eos_token_id);
-    return tokenizer ? tokenizer->eos_id() : std::nullopt;
-  }();
-
-  std::vector<uint32_t> context(prompt.begin(), prompt.end());
-  KvCache cache = model.new_cache();
-  auto start = std::chrono::steady_clock::now();
-  // Each step, from the forward through the sampler's readback, is one scope: one GPU submit.
-  const auto last_row = [](const Tensor& h) { return h.rows(h.dim(0) - 1, h.dim(0)); };
-  const auto choose = [&](const Tensor& hidden) {
-    return sampler.sample(model.logits_from_hidden(last_row(hidden)));
-  };
-  int64_t in_flight = options.steps_in_flight;
-  if (in_flight == 0) in_flight = default_steps_in_flight(model.device());
-  if (!sampler.greedy()) in_flight = 1;
-  // Ids chosen on the device and read back, not yet taken by the loop below.
-  std::deque<uint32_t> ahead;
-
-  uint32_t id = 0;
-  {
-    DispatchScope scope(model.device());
-    id = choose(model.prefill(cache, context));
+  if (tokenizer) decoder_ = std::make_unique<StreamDecoder>(*tokenizer);
+  filter_ = std::make_unique<detail::StopFilter>(options_.stop_strings);
+  if (config.eos_token_id >= 0) {
+    eos_ = static_cast<uint32_t>(config.eos_token_id);
+  } else if (tokenizer) {
+    eos_ = tokenizer->eos_id();
   }
+  context_.assign(prompt.begin(), prompt.end());
+  in_flight_ = options.steps_in_flight;
+  if (in_flight_ == 0) in_flight_ = default_steps_in_flight(model.device());
+  if (!sampler_.greedy() || options.top_logprobs >= 0) in_flight_ = 1;
+}
 
-  while (static_cast<int64_t>(result.ids.size()) < options.max_tokens) {
-    if (result.ids.empty()) {
-      result.prefill_ms = ms_since(start);
-      start = std::chrono::steady_clock::now();
-    }
-    if (options.stop_at_eos && eos && id == *eos) {
-      result.reason = StopReason::Eos;
-      break;
-    }
-    result.ids.push_back(id);
-    context.push_back(id);
-    bool stopped = false;
-    std::string piece = decoder ? filter.push(decoder->push(id), stopped) : std::string();
-    result.text += piece;
-    if (on_token && !on_token(id, piece)) {
-      result.reason = StopReason::Callback;
-      break;
-    }
-    if (stopped) {
-      result.reason = StopReason::StopString;
-      break;
-    }
-    const int64_t wanted = options.max_tokens - static_cast<int64_t>(result.ids.size());
-    if (wanted == 0) break;
-    if (!ahead.empty()) {
-      id = ahead.front();
-      ahead.pop_front();
-      continue;
-    }
-    if (cache.length == config.n_ctx) {
-      if (!options.sliding_window) {
-        result.reason = StopReason::ContextFull;
-        break;
-      }
-      const size_t keep = static_cast<size_t>(config.n_ctx / 2);
-      cache = model.new_cache();
-      const std::span<const uint32_t> tail(context.data() + context.size() - keep, keep);
-      DispatchScope scope(model.device());
-      id = choose(model.prefill(cache, tail));
-    } else if (in_flight > 1) {
-      const std::vector<uint32_t> ids = greedy_steps(
-          model, cache, id, std::min({in_flight, wanted, config.n_ctx - cache.length}));
-      ahead.assign(ids.begin(), ids.end());
-      id = ahead.front();
-      ahead.pop_front();
-    } else {
-      DispatchScope scope(model.device());
-      id = choose(model.hidden_step(cache, id));
-    }
+Generation::~Generation() = default;
+
+// The next id from the last row of `hidden`, with its log-probabilities when they are wanted.
+// Each step, from the forward through the sampler's readback, is one scope: one GPU submit.
+uint32_t Generation::choose(const Tensor& hidden) {
+  return choose_from_logits(
+      model_.logits_from_hidden(hidden.rows(hidden.dim(0) - 1, hidden.dim(0))));
+}
+
+uint32_t Generation::choose_from_logits(const Tensor& logits) {
+  if (options_.top_logprobs < 0) return sampler_.sample(logits);
+  const std::vector<float> row = logits.to_floats();
+  const uint32_t id = sampler_.sample(std::span<const float>(row));
+  pending_logprobs_ = logprobs_of(row, id, options_.top_logprobs);
+  return id;
+}
+
+bool Generation::step(const TokenCallback& on_token) {
+  if (!advance(on_token)) return false;
+  if (needs_decode_) {
+    needs_decode_ = false;
+    DispatchScope scope(model_.device());
+    id_ = choose(model_.hidden_step(cache_, id_));
   }
-  if (decoder && result.reason != StopReason::StopString) {
+  return true;
+}
+
+void Generation::step_together(std::span<Generation* const> generations,
+                               std::span<const TokenCallback> on_token, std::vector<bool>& more) {
+  FORGE_CHECK(generations.size() == on_token.size(), "step_together: {} generations, {} callbacks",
+              generations.size(), on_token.size());
+  more.assign(generations.size(), false);
+  std::vector<Generation*> decoding;
+  for (size_t i = 0; i < generations.size(); ++i) {
+    Generation& g = *generations[i];
+    FORGE_CHECK(&g.model_ == &generations[0]->model_, "step_together: generations of two models");
+    more[i] = g.advance(on_token[i]);
+    if (more[i] && g.needs_decode_) decoding.push_back(&g);
+  }
+  if (decoding.empty()) return;
+  const Gpt2& model = decoding[0]->model_;
+  std::vector<KvCache*> caches;
+  std::vector<uint32_t> ids;
+  bool any_argmax = false;
+  for (Generation* g : decoding) {
+    caches.push_back(&g->cache_);
+    ids.push_back(g->id_);
+    any_argmax = any_argmax || (g->sampler_.greedy() && g->options_.top_logprobs < 0);
+  }
+  DispatchScope scope(model.device());
+  const Tensor logits = model.logits_from_hidden(model.hidden_steps(caches, ids));
+  // Greedy choices come from one argmax over the batch and one read; the others sample their row.
+  const std::vector<uint32_t> argmax = any_argmax ? ops::argmax(logits).to_ids() : ids;
+  for (size_t b = 0; b < decoding.size(); ++b) {
+    Generation& g = *decoding[b];
+    g.needs_decode_ = false;
+    const bool plain = g.sampler_.greedy() && g.options_.top_logprobs < 0;
+    const int64_t row = static_cast<int64_t>(b);
+    g.id_ = plain ? argmax[b] : g.choose_from_logits(logits.rows(row, row + 1));
+  }
+}
+
+bool Generation::advance(const TokenCallback& on_token) {
+  if (done_) return false;
+  const Gpt2Config& config = model_.config();
+  if (!started_) {
+    started_ = true;
+    start_ = std::chrono::steady_clock::now();
+    cache_ = model_.new_cache();
+    DispatchScope scope(model_.device());
+    id_ = choose(model_.prefill(cache_, context_));
+    result_.prefill_ms = ms_since(start_);
+    start_ = std::chrono::steady_clock::now();
+    if (options_.max_tokens == 0) finish(on_token);
+    return !done_;
+  }
+  if (options_.stop_at_eos && eos_ && id_ == *eos_) {
+    result_.reason = StopReason::Eos;
+    finish(on_token);
+    return false;
+  }
+  result_.ids.push_back(id_);
+  if (options_.top_logprobs >= 0) result_.logprobs.push_back(std::move(pending_logprobs_));
+  context_.push_back(id_);
+  bool stopped = false;
+  std::string piece = decoder_ ? filter_->push(decoder_->push(id_), stopped) : std::string();
+  result_.text += piece;
+  if (on_token && !on_token(id_, piece)) {
+    result_.reason = StopReason::Callback;
+    finish(on_token);
+    return false;
+  }
+  if (stopped) {
+    result_.reason = StopReason::StopString;
+    finish(on_token);
+    return false;
+  }
+  const int64_t wanted = options_.max_tokens - static_cast<int64_t>(result_.ids.size());
+  if (wanted == 0) {
+    finish(on_token);
+    return false;
+  }
+  if (!ahead_.empty()) {
+    id_ = ahead_.front();
+    ahead_.pop_front();
+    return true;
+  }
+  if (cache_.length == config.n_ctx) {
+    if (!options_.sliding_window) {
+      result_.reason = StopReason::ContextFull;
+      finish(on_token);
+      return false;
+    }
+    const size_t keep = static_cast<size_t>(config.n_ctx / 2);
+    cache_ = model_.new_cache();
+    const std::span<const uint32_t> tail(context_.data() + context_.size() - keep, keep);
+    DispatchScope scope(model_.device());
+    id_ = choose(model_.prefill(cache_, tail));
+  } else if (in_flight_ > 1) {
+    const std::vector<uint32_t> ids = greedy_steps(
+        model_, cache_, id_, std::min({in_flight_, wanted, config.n_ctx - cache_.length}));
+    ahead_.assign(ids.begin(), ids.end());
+    id_ = ahead_.front();
+    ahead_.pop_front();
+  } else {
+    needs_decode_ = true;
+  }
+  return true;
+}
+
+// Ends the generation: text held back (half a character, a stop string that never completed)
+// goes out, and the cache is released at once rather than with the object.
+void Generation::finish(const TokenCallback& on_token) {
+  done_ = true;
+  if (decoder_ && result_.reason != StopReason::StopString) {
     bool stopped = false;
-    std::string tail = filter.push(decoder->finish(), stopped);
-    tail += filter.flush();
-    result.text += tail;
+    std::string tail = filter_->push(decoder_->finish(), stopped);
+    tail += filter_->flush();
+    result_.text += tail;
     if (on_token && !tail.empty()) on_token(kNoToken, tail);
   }
-  result.decode_ms = result.ids.empty() ? 0.0 : ms_since(start);
-  return result;
+  result_.decode_ms = result_.ids.empty() ? 0.0 : ms_since(start_);
+  cache_ = KvCache{};
+}
+
+GenerateResult generate(const Gpt2& model, const Tokenizer* tokenizer,
+                        std::span<const uint32_t> prompt, const GenerateOptions& options,
+                        const TokenCallback& on_token) {
+  Generation generation(model, tokenizer, prompt, options);
+  while (generation.step(on_token)) {
+  }
+  return generation.result();
 }
 
 }  // namespace forge

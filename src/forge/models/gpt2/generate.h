@@ -2,8 +2,12 @@
 // (greedy steps several to a submit on a GPU).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -29,17 +33,35 @@ struct GenerateOptions {
   /// trip per token is most of a small step's cost), 1 on the CPU (a round trip costs nothing
   /// there, a step past a stop would be wasted work). Sampling always goes a step at a time.
   int64_t steps_in_flight = 0;
+  /// When ≥ 0, each generated token's log-probability under the model (the log-softmax of its
+  /// logits row, before temperature and truncation) and that of the `top_logprobs` likeliest
+  /// tokens are recorded in GenerateResult::logprobs. Reading the whole row back costs a little,
+  /// and greedy steps then go one to a submit.
+  int64_t top_logprobs = -1;
 };
 
 enum class StopReason { MaxTokens, Eos, StopString, ContextFull, Callback };
 const char* stop_reason_name(StopReason reason);
 
+struct TokenLogprob {
+  uint32_t id = 0;
+  float logprob = 0.0f;
+};
+
+/// A generated token's log-probability and the likeliest alternatives (descending; ties: lower
+/// id first), from the row it was chosen from.
+struct TokenLogprobs {
+  float logprob = 0.0f;
+  std::vector<TokenLogprob> top;
+};
+
 struct GenerateResult {
   std::vector<uint32_t> ids;  // generated tokens only
   std::string text;           // their text, when a tokenizer was given
   StopReason reason = StopReason::MaxTokens;
-  double prefill_ms = 0.0;  // the prompt's forward and the first token's choice
-  double decode_ms = 0.0;   // every later token
+  double prefill_ms = 0.0;              // the prompt's forward and the first token's choice
+  double decode_ms = 0.0;               // every later token
+  std::vector<TokenLogprobs> logprobs;  // one per id when GenerateOptions::top_logprobs ≥ 0
 };
 
 /// Called once per generated token with its id and the newly completed text (never half a
@@ -55,6 +77,64 @@ using TokenCallback = std::function<bool(uint32_t id, std::string_view text)>;
 std::vector<uint32_t> greedy_steps(const Gpt2& model, KvCache& cache, uint32_t id, int64_t count);
 /// GenerateOptions::steps_in_flight's 0: 8 on WebGPU, 1 on the CPU.
 int64_t default_steps_in_flight(const Device& device);
+
+namespace detail {
+class StopFilter;
+}
+
+/// One generation advanced a step at a time, so that a caller (forge serve's scheduler) can
+/// interleave several on one device, each with its own KV cache; generate() runs one to its end.
+/// The first step is the prompt's prefill; every later step emits one token and, unless that
+/// token ends the generation, runs the forward that chooses the next.
+class Generation {
+ public:
+  /// Checks the prompt and options (the same errors as generate()); runs nothing yet.
+  Generation(const Gpt2& model, const Tokenizer* tokenizer, std::span<const uint32_t> prompt,
+             const GenerateOptions& options);
+  ~Generation();
+  Generation(const Generation&) = delete;
+  Generation& operator=(const Generation&) = delete;
+
+  /// Advances one step, calling `on_token` as generate() does; returns whether more steps remain.
+  bool step(const TokenCallback& on_token = {});
+  /// Advances each generation one step as step() does, except that the one-token decode
+  /// forwards of all of them go through one batched forward (Gpt2::hidden_steps) and one LM head:
+  /// a step of B sequences costs about one weight read instead of B. Prefills (a generation's
+  /// first step) still run alone. All must share one model; `more[i]` says whether generation i
+  /// has steps left. On an error the generations are left mid-step: drop them.
+  static void step_together(std::span<Generation* const> generations,
+                            std::span<const TokenCallback> on_token, std::vector<bool>& more);
+  bool done() const { return done_; }
+  /// The tokens so far; complete once done().
+  const GenerateResult& result() const { return result_; }
+
+ private:
+  uint32_t choose(const Tensor& hidden);
+  /// id_ from a logits row [1, vocab], with its log-probabilities when they are wanted.
+  uint32_t choose_from_logits(const Tensor& logits);
+  /// A step's host part: emits id_, checks the stops, runs a prefill or in-flight greedy steps
+  /// when the step calls for one, and leaves needs_decode_ set when the next id waits on a plain
+  /// one-token decode forward of id_ (which step() or step_together() then runs).
+  bool advance(const TokenCallback& on_token);
+  void finish(const TokenCallback& on_token);
+
+  const Gpt2& model_;
+  const Tokenizer* tokenizer_;
+  GenerateOptions options_;
+  GenerateResult result_;
+  Sampler sampler_;
+  std::unique_ptr<StreamDecoder> decoder_;
+  std::unique_ptr<detail::StopFilter> filter_;
+  std::optional<uint32_t> eos_;
+  std::vector<uint32_t> context_;
+  KvCache cache_;
+  int64_t in_flight_ = 1;
+  std::deque<uint32_t> ahead_;      // ids chosen on the device and read back, not yet emitted
+  uint32_t id_ = 0;                 // the chosen token, not yet emitted
+  TokenLogprobs pending_logprobs_;  // id_'s, when they are wanted
+  bool started_ = false, done_ = false, needs_decode_ = false;
+  std::chrono::steady_clock::time_point start_;
+};
 
 /// The prompt must hold 1 … n_ctx valid ids. `tokenizer` may be null (no text, no stop strings).
 GenerateResult generate(const Gpt2& model, const Tokenizer* tokenizer,
