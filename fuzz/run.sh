@@ -13,7 +13,7 @@ runs=${2:--1}
 shift $(($# < 2 ? $# : 2))
 build="${FORGE_FUZZ_BUILD_DIR:-$root/build-fuzz}"
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(safetensors compact config vocab bpe char serve_resolve)
+[ ${#names[@]} -gt 0 ] || names=(safetensors compact config vocab bpe char serve_resolve http_request)
 targets=$(printf 'fuzz_%s ' "${names[@]}")
 
 CXX=clang++ FORGE_BUILD_DIR="$build" FORGE_BUILD_TARGETS="$targets" \

@@ -1,6 +1,9 @@
 // Model directories and flags a hostile tester built: each is a clear error (or a warning) from
 // the CLI within seconds, never a hang, a runaway allocation or a silently wrong answer.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -177,6 +180,51 @@ TEST_F(HostileModel, AMillionThreadsAreClampedWithAWarning) {
     EXPECT_EQ(r.status, 0) << r.out;
     EXPECT_NE(r.out.find("warning: 1000000 CPU threads asked for"), std::string::npos) << r.out;
   }
+}
+
+/// Runs FORGE_CLI with `args`, stdout to `out_file`, and returns its peak resident set in bytes
+/// (or -1 when it did not exit 0).
+long peak_rss_of_cli(const std::vector<std::string>& args, const std::string& out_file) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0600);
+  std::vector<std::string> argv_storage = {FORGE_CLI};
+  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : argv_storage) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  const int spawned = posix_spawn(&pid, FORGE_CLI, &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0) return -1;
+  int status = 0;
+  rusage usage{};
+  if (::wait4(pid, &status, 0, &usage) != pid) return -1;
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return -1;
+  return usage.ru_maxrss * 1024L;
+}
+
+TEST_F(HostileModel, TokenizeStreamsItsJsonInsteadOfBuildingItInMemory) {
+  const std::string dir = model("tok", small(), 10);
+  const size_t chars = 8'000'000;
+  std::string text(chars, 'A');
+  for (size_t i = 0; i < chars; ++i) text[i] = char('A' + i % 10);
+  write(path("big.txt"), text);
+  // A JSON tree of 8 M ids and 8 M strings takes well over a gigabyte; streamed, the ids
+  // (32 MB) and the text are all that is held.
+  const long rss =
+      peak_rss_of_cli({"tokenize", "--model", dir, "--file", path("big.txt"), "--format", "json"},
+                      path("out.json"));
+  ASSERT_GT(rss, 0) << "forge tokenize failed";
+  EXPECT_LT(rss, 400L << 20);
+  const nlohmann::json out = nlohmann::json::parse(std::ifstream(path("out.json")));
+  ASSERT_EQ(out["count"], chars);
+  ASSERT_EQ(out["ids"].size(), chars);
+  ASSERT_EQ(out["tokens"].size(), chars);
+  EXPECT_EQ(out["tokenizer"], "char");
+  EXPECT_EQ(out["ids"][13], 3);
+  EXPECT_EQ(out["tokens"][chars - 1], "J");
 }
 
 }  // namespace

@@ -138,6 +138,15 @@ wait_for '^EXIT=0' 20
   fail "the terminal is still in the alternate screen"
 echo "ok: q exits 0, terminal restored"
 
+# --- a FIFO where the run's log should be is an error on screen, not a hang ---
+mkdir -p "$work/fifo-run"
+mkfifo "$work/fifo-run/train_log.csv"
+start fifo 140 20 "$forge" top --run "$work/fifo-run"
+wait_for 'train_log.csv.*FIFO' 30
+keys q
+wait_for '^EXIT=0' 20
+echo "ok: a FIFO as train_log.csv is reported, and q still quits"
+
 # --- the run dashboard follows a training run as it writes ---
 "$forge" train "${tiny[@]}" --out "$work/run" --steps 3000 --eval-interval 100 --log-interval 5 \
   --format json > "$work/train.log" 2>&1 &

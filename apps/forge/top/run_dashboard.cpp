@@ -4,19 +4,35 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
+
+#include "forge/core/error.h"
+#include "forge/serialization/file_io.h"
 
 namespace forge::top {
 namespace {
 
 namespace fs = std::filesystem;
 
-bool read_json(const std::string& path, nlohmann::json& out) {
-  std::ifstream in(path);
-  if (!in) return false;
-  out = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+/// A run file's text, through the library's bounded reader: a FIFO or device put where the run
+/// writes a file is an error shown on the dashboard, never a hang. Missing is not an error.
+std::optional<std::string> read_run_file(const std::string& path, std::string& error) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return std::nullopt;
+  try {
+    return read_regular_file(path);
+  } catch (const Error& e) {
+    error = e.what();
+    return std::nullopt;
+  }
+}
+
+bool read_json(const std::string& path, nlohmann::json& out, std::string& error) {
+  const std::optional<std::string> text = read_run_file(path, error);
+  if (!text) return false;
+  out = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   return !out.is_discarded();
 }
 
@@ -52,12 +68,16 @@ double RunView::eta_s() const {
 RunView read_run(const std::string& dir) {
   RunView run;
   run.dir = dir;
-  std::ifstream log(dir + "/train_log.csv");
-  if (!log) {
-    run.error = fs::is_directory(dir) ? "no train_log.csv yet (waiting for the run to log)"
-                                      : "no such directory";
+  if (!fs::is_directory(dir)) {
+    run.error = "no such directory";
     return run;
   }
+  const std::optional<std::string> text = read_run_file(dir + "/train_log.csv", run.error);
+  if (!text) {
+    if (run.error.empty()) run.error = "no train_log.csv yet (waiting for the run to log)";
+    return run;
+  }
+  std::istringstream log(*text);
   std::string line;
   std::getline(log, line);  // the header
   for (RunRow row; std::getline(log, line);) {
@@ -71,8 +91,8 @@ RunView read_run(const std::string& dir) {
   }
   nlohmann::json j;
   // train_config.json comes with the best model; the checkpoint's state is newer after a resume.
-  if (read_json(dir + "/train_config.json", j)) run.total_steps = j.value("steps", 0LL);
-  if (read_json(dir + "/checkpoint/train_state.json", j)) {
+  if (read_json(dir + "/train_config.json", j, run.error)) run.total_steps = j.value("steps", 0LL);
+  if (read_json(dir + "/checkpoint/train_state.json", j, run.error)) {
     run.checkpoint_step = j.value("step", -1LL);
     if (j.contains("config")) run.total_steps = j["config"].value("steps", run.total_steps);
     std::error_code ec;

@@ -1,8 +1,8 @@
 #include "forge/backend/cpu/cpu_backend.h"
 
-#include <cstdlib>
 #include <cstring>
 
+#include "forge/backend/cpu/host_pool.h"
 #include "forge/backend/cpu/kernels.h"
 #include "forge/backend/cpu/thread_pool.h"
 #include "forge/backend/cpu/train_kernels.h"
@@ -11,22 +11,9 @@
 namespace forge {
 namespace {
 
-/// 64-byte aligned host memory, so vector loads never straddle a cache line at row 0.
-class HostBuffer final : public Buffer {
- public:
-  explicit HostBuffer(std::size_t bytes) : bytes_(bytes) {
-    const std::size_t rounded = (std::max<std::size_t>(bytes, 1) + 63) / 64 * 64;
-    data_ = std::aligned_alloc(64, rounded);
-    FORGE_CHECK(data_ != nullptr, "out of host memory allocating {} bytes", bytes);
-  }
-  ~HostBuffer() override { std::free(data_); }
-  std::size_t bytes() const override { return bytes_; }
-  void* host() override { return data_; }
-
- private:
-  std::size_t bytes_;
-  void* data_;
-};
+/// Freed host blocks kept for reuse (host_pool.h): enough for every activation of a batched
+/// scoring forward, so a run of windows allocates from the system once.
+constexpr std::size_t kMaxCachedHostBytes = std::size_t{1} << 30;
 
 float* f(const Tensor& t) {
   return t.f32();
@@ -34,14 +21,13 @@ float* f(const Tensor& t) {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int threads) : pool_(threads) {}
+  explicit CpuBackend(int threads)
+      : pool_(threads), memory_(cpu::HostPool::create(kMaxCachedHostBytes)) {}
 
   BackendKind kind() const override { return BackendKind::Cpu; }
   std::string name() const override { return "cpu (" + std::to_string(pool_.size()) + " threads)"; }
 
-  std::shared_ptr<Buffer> allocate(std::size_t bytes) override {
-    return std::make_shared<HostBuffer>(bytes);
-  }
+  std::shared_ptr<Buffer> allocate(std::size_t bytes) override { return memory_->allocate(bytes); }
   void upload(Buffer& dst, std::size_t dst_offset, const void* src, std::size_t bytes) override {
     std::memcpy(static_cast<char*>(dst.host()) + dst_offset, src, bytes);
   }
@@ -247,6 +233,7 @@ class CpuBackend final : public Backend {
   }
 
   cpu::ThreadPool pool_;
+  std::shared_ptr<cpu::HostPool> memory_;
 };
 
 }  // namespace

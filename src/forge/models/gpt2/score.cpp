@@ -10,8 +10,11 @@ namespace forge {
 namespace {
 
 /// About this many bytes of attention scores and logits per batch when the caller lets
-/// score_sequence choose how many windows to run together.
-constexpr int64_t kBatchBudgetBytes = int64_t{256} << 20;
+/// score_sequence choose how many windows to run together. Small batches keep a forward's
+/// activations within the CPU's pool of reused host blocks and its caches: on the 100 kB SOTU
+/// tail, 32 MiB (5 windows of 512) scores in 33 s where 256 MiB (40 windows) took 106 s,
+/// most of it in page faults (docs/runs/score/README.md).
+constexpr int64_t kBatchBudgetBytes = int64_t{32} << 20;
 
 int64_t auto_windows_per_batch(const Gpt2Config& config, int64_t window_tokens) {
   const int64_t per_window =

@@ -36,7 +36,7 @@ struct ScoreOptions {
   /// Alternatives kept per position (the most probable tokens, descending); 0: none.
   int64_t top_k = 0;
   /// Windows run together in one forward(ids, batch); 0: as many as keep one batch's attention
-  /// scores and logits within about 256 MiB.
+  /// scores and logits within about 32 MiB.
   int64_t windows_per_batch = 0;
   /// Called after each batch with (targets scored, targets in all).
   std::function<void(int64_t, int64_t)> on_progress = nullptr;
