@@ -3,8 +3,8 @@
 // own top choice and hidden state next to the merged choice. What it shows is in the DOM with
 // data-* attributes (ids, weights, entropies), so tests read what a person sees.
 import { createForge } from './forge.js';
+import { $, visible, setState, showError, clearError, showDevice } from './page.js';
 
-const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
 const COUNCIL_URL = '/models/council/';
 // The shipped experts (models/council/); ?experts=a.compact,b.compact picks others there.
@@ -20,43 +20,11 @@ let steps = [];   // per generated token: the step forge.js reported, plus its p
 let running = false;
 let stopRequested = false;
 
-// Whitespace made visible where a character stands alone.
-function visible(text) {
-  if (text === '') return '∅';
-  return text.replace(/ /g, '␣').replace(/\n/g, '↵').replace(/\t/g, '⇥');
-}
-
-function setState(state, text) {
-  $('status').dataset.state = state;
-  $('status').textContent = text;
-}
-
-function showError(error) {
-  $('error').textContent = error instanceof Error ? error.message : String(error);
-  $('error').hidden = false;
-  setState('error', 'Error');
-}
-
-function clearError() {
-  $('error').hidden = true;
-  $('error').textContent = '';
-}
-
 function setRunning(on) {
   running = on;
   $('generate').disabled = on || council === null;
   $('stop').disabled = !on;
   $('prompt').readOnly = on;
-}
-
-function showDevice(device) {
-  const backend = $('backend');
-  backend.dataset.backend = device.backend;
-  backend.textContent = device.backend === 'webgpu' ? 'WebGPU, all four experts on this GPU'
-    : device.fallbackReason ? 'CPU (fallback)' : 'CPU';
-  $('adapter').textContent = device.adapter;
-  $('fallback-row').hidden = !device.fallbackReason;
-  $('fallback').textContent = device.fallbackReason ?? '';
 }
 
 function showCouncil(info) {
@@ -283,7 +251,7 @@ async function start() {
   }
   const experts = params.has('experts') ? params.get('experts').split(',') : EXPERTS;
   forge = await createForge({ backend });
-  showDevice(forge.device);
+  showDevice(forge.device, 'WebGPU, all four experts on this GPU');
   const progress = $('load-progress');
   council = await forge.loadCouncil(COUNCIL_URL, {
     experts,

@@ -3,8 +3,8 @@
 // candidates and lock after a time proportional to their surprisal. What it shows is in the DOM
 // with data-* attributes (positions, ids, bits, probabilities), so tests read what a person sees.
 import { createForge } from './forge.js';
+import { $, visible, percent, setState, showError, clearError, showDevice } from './page.js';
 
-const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
 const TOP_K = 8;
 const MS_PER_BIT = 200;    // the reveal: a character locks after bits × this …
@@ -51,32 +51,6 @@ let anchor = null;     // keyboard selection: the position Shift+arrows started 
 let keyRange = null;   // keyboard selection [from, to] (positions, inclusive)
 let busy = false;
 
-function visible(text) {
-  if (text === '') return '∅';
-  return text.replace(/ /g, '␣').replace(/\n/g, '↵').replace(/\t/g, '⇥');
-}
-
-function percent(p) {
-  if (p >= 0.001) return `${(p * 100).toFixed(1)}%`;
-  return `${(p * 100).toExponential(1)}%`;
-}
-
-function setState(state, text) {
-  $('status').dataset.state = state;
-  $('status').textContent = text;
-}
-
-function showError(error) {
-  $('error').textContent = error instanceof Error ? error.message : String(error);
-  $('error').hidden = false;
-  setState('error', 'Error');
-}
-
-function clearError() {
-  $('error').hidden = true;
-  $('error').textContent = '';
-}
-
 function setBusy(on) {
   busy = on;
   $('score').disabled = on || !model;
@@ -87,16 +61,6 @@ function setBusy(on) {
 
 function heat(bits) {
   return Math.min(bits / HEAT_FULL_BITS, 1);
-}
-
-function showDevice(device) {
-  const backend = $('backend');
-  backend.dataset.backend = device.backend;
-  backend.textContent = device.backend === 'webgpu' ? 'WebGPU (this GPU)'
-    : device.fallbackReason ? 'CPU (fallback)' : 'CPU';
-  $('adapter').textContent = device.adapter;
-  $('fallback-row').hidden = !device.fallbackReason;
-  $('fallback').textContent = device.fallbackReason ?? '';
 }
 
 function showModel(info) {
@@ -369,7 +333,7 @@ async function start() {
   select.value = sample;
   $('text').value = SAMPLES[Number(sample)].text;
   forge = await createForge({ backend });
-  showDevice(forge.device);
+  showDevice(forge.device, 'WebGPU (this GPU)');
   const progress = $('load-progress');
   model = await forge.loadModel('/model/', {
     onProgress: (loaded, total) => {

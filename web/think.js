@@ -2,8 +2,8 @@
 // model drew from and where its newest token attended. Everything it shows is in the DOM with
 // data-* attributes (ids, probabilities, weights), so tests read what a person sees.
 import { createForge } from './forge.js';
+import { $, visible, percent, setState, showError, clearError, showDevice } from './page.js';
 
-const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
 const TOP_N = 8;
 const STOP_REASONS = {
@@ -17,31 +17,6 @@ let tokens = [];  // prompt + generated: { id, text }
 let steps = [];   // per generated token: { id, pos, top, attention }
 let running = false;
 let run = null;  // the run on screen: { stopped, stop() }
-
-// Whitespace made visible where a token stands alone (shortlist, attention cells).
-function visible(text) {
-  if (text === '') return '∅';
-  return text.replace(/ /g, '␣').replace(/\n/g, '↵').replace(/\t/g, '⇥');
-}
-
-function setState(state, text) {
-  $('status').dataset.state = state;
-  $('status').textContent = text;
-}
-
-function showError(error) {
-  const message = error instanceof Error ? error.message : String(error);
-  $('error').textContent = message;
-  $('error').hidden = false;
-  setState('error', 'Error');
-}
-
-/** Probabilities as a person reads them: small ones in scientific notation, never "0.0%". */
-function percent(p) {
-  if (p >= 0.001) return `${(p * 100).toFixed(1)}%`;
-  if (p === 0) return '0%';
-  return `${(p * 100).toExponential(1)}%`;
-}
 
 /** A start-up failure: nothing may look as if it were still loading. */
 function showStartError(error) {
@@ -87,26 +62,11 @@ function syncGreedy() {
   $('temperature-hint').hidden = !greedy;
 }
 
-function clearError() {
-  $('error').hidden = true;
-  $('error').textContent = '';
-}
-
 function setRunning(on) {
   running = on;
   $('generate').disabled = on || model === null;
   $('stop').disabled = !on;
   $('prompt').readOnly = on;
-}
-
-function showDevice(device) {
-  const backend = $('backend');
-  backend.dataset.backend = device.backend;
-  backend.textContent = device.backend === 'webgpu' ? 'WebGPU'
-    : device.fallbackReason ? 'CPU (fallback)' : 'CPU';
-  $('adapter').textContent = device.adapter;
-  $('fallback-row').hidden = !device.fallbackReason;
-  $('fallback').textContent = device.fallbackReason ?? '';
 }
 
 function showModel(info) {
@@ -292,7 +252,7 @@ async function start() {
     throw new Error(`?backend= must be auto, webgpu or cpu, not "${backend}"`);
   }
   forge = await createForge({ backend });
-  showDevice(forge.device);
+  showDevice(forge.device, 'WebGPU');
   const progress = $('load-progress');
   model = await forge.loadModel('/model/', {
     checkpoint: params.get('checkpoint') ?? 'auto',
