@@ -120,7 +120,7 @@ int64_t default_steps_in_flight(const Device& device) {
 
 Generation::Generation(const Gpt2& model, const Tokenizer* tokenizer,
                        std::span<const uint32_t> prompt, const GenerateOptions& options)
-    : model_(model), tokenizer_(tokenizer), options_(options), sampler_(options.sampling) {
+    : model_(model), options_(options), sampler_(options.sampling) {
   const Gpt2Config& config = model.config();
   FORGE_CHECK(!prompt.empty(), "empty prompt: give at least one token");
   FORGE_CHECK(static_cast<int64_t>(prompt.size()) <= config.n_ctx,

@@ -119,7 +119,6 @@ class Generation {
   void finish(const TokenCallback& on_token);
 
   const Gpt2& model_;
-  const Tokenizer* tokenizer_;
   GenerateOptions options_;
   GenerateResult result_;
   Sampler sampler_;
