@@ -195,6 +195,31 @@ TEST(ServeApi, PastTheQueueIsA503AndDisconnectsLeaveNoSlotBehind) {
   EXPECT_EQ(h["rejected"], 1) << h.dump();
 }
 
+// A request past --request-timeout ends with OpenAI's error object (504 when not streamed, an
+// error event before [DONE] when streamed), is counted, and gives its slot back. 480 tokens take
+// far longer than 20 ms on any CPU, so both requests must pass the deadline.
+TEST(ServeApi, ARequestPastItsDeadlineEndsWithATimeoutAndFreesItsSlot) {
+  TempTree tree;
+  Server s(api_args(tree, "--request-timeout 0.02"));
+  ASSERT_GT(s.port(), 0) << s.first_line();
+  const Response plain = post(s, "/v1/completions", completion_body("Slow ", 480, false));
+  expect_error(plain, 504, "", "the request passed its deadline of 0.02 s");
+  EXPECT_EQ(json::parse(plain.body)["error"]["type"], "timeout");
+  const Response streamed = post(s, "/v1/completions", completion_body("Slower ", 480, true));
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  const size_t error_at = streamed.body.find("\"type\":\"timeout\"");
+  EXPECT_NE(error_at, std::string::npos) << streamed.body;
+  EXPECT_LT(error_at, streamed.body.find("data: [DONE]")) << streamed.body;
+  size_t tokens = 0;
+  for (size_t at = 0; (at = streamed.body.find("\"finish_reason\":null", at)) != std::string::npos;
+       ++at)
+    ++tokens;
+  EXPECT_LT(tokens, 480u) << streamed.body;
+  const json h = wait_for_health(s, [](const json& h) { return h["active"] == 0; });
+  EXPECT_EQ(h["timed_out"], 2) << h.dump();
+  EXPECT_EQ(h["kv_cache_bytes"], 0) << h.dump();
+}
+
 // 64 greedy streams of 32 tokens at once (32 decoded together, 32 queued): each must carry 32
 // tokens and the very text its prompt gives when it runs alone.
 TEST(ServeApi, SixtyFourConcurrentStreamsEachEqualTheirSoloGreedyText) {

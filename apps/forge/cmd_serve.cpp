@@ -2,6 +2,7 @@
 // under --models at /models/<path>/, over local HTTP.
 #include <signal.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -22,7 +23,7 @@ struct ServeArgs {
   CommonOptions common;
   serve::ApiOptions api;
   bool no_api = false;
-  int request_timeout_s = 300;
+  double request_timeout_s = 300;
   std::string site_dir = FORGE_DEFAULT_SITE;
   std::string model_dir;
   std::string models_root = FORGE_DEFAULT_MODELS;
@@ -75,7 +76,7 @@ void run_serve(const ServeArgs& args) {
     if (options.api_key.empty())
       if (const char* key = std::getenv("FORGE_API_KEY")) options.api_key = key;
     options.max_body = args.limits.max_body;
-    options.request_timeout = std::chrono::seconds(args.request_timeout_s);
+    options.request_timeout = std::chrono::milliseconds(std::llround(1e3 * args.request_timeout_s));
     api = std::make_unique<serve::Api>(*loaded.model, loaded.tokenizer.get(), options);
   }
 
@@ -152,8 +153,8 @@ void register_serve(CLI::App& app) {
       ->check(CLI::Range(0, 65536))
       ->capture_default_str();
   cmd->add_option("--request-timeout", args->request_timeout_s,
-                  "seconds a completion may take, queueing included")
-      ->check(CLI::Range(1, 86400))
+                  "seconds a completion may take, queueing included (fractions allowed)")
+      ->check(CLI::Range(0.001, 86400.0))
       ->capture_default_str();
   cmd->add_option("--max-body", args->limits.max_body, "request body bytes; more is answered 413")
       ->check(CLI::Range(1024, 64 << 20))

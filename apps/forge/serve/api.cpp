@@ -3,6 +3,7 @@
 #include <poll.h>
 
 #include <atomic>
+#include <cstdio>
 #include <ctime>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -308,13 +309,20 @@ json usage(size_t prompt, size_t completion) {
           {"total_tokens", prompt + completion}};
 }
 
+// "300 s" or "0.05 s": the deadline as the --request-timeout flag took it.
+std::string format_seconds(std::chrono::milliseconds t) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g s", static_cast<double>(t.count()) / 1e3);
+  return text;
+}
+
 // The error a sequence that did not finish ends with.
-ApiError ended_early(Sequence::End end, const Sequence& s, std::chrono::seconds timeout) {
+ApiError ended_early(Sequence::End end, const Sequence& s, std::chrono::milliseconds timeout) {
   switch (end) {
     case Sequence::End::DeadlinePassed: {
       ApiError e{504, "",
-                 "the request passed its deadline of " + std::to_string(timeout.count()) +
-                     " s (forge serve --request-timeout)"};
+                 "the request passed its deadline of " + format_seconds(timeout) +
+                     " (forge serve --request-timeout)"};
       e.type = "timeout";
       return e;
     }
@@ -394,7 +402,7 @@ HttpResponse Api::completions(const HttpRequest& request) {
   const auto event = [](const json& data) { return "data: " + dump(data) + "\n\n"; };
   const bool include_usage = c.include_usage;
   const int socket = request.socket;
-  const std::chrono::seconds timeout = options_.request_timeout;
+  const std::chrono::milliseconds timeout = options_.request_timeout;
   HttpResponse r;
   r.headers = {{"Content-Type", "text/event-stream"}, {"Cache-Control", "no-cache"}};
   r.reader = [=](uint64_t, char* buf, size_t max) -> ssize_t {

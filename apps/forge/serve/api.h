@@ -19,8 +19,8 @@ struct ApiOptions {
   std::string api_key;     // when set, every route but /health needs `Authorization: Bearer`
   bool cors = false;       // answer browsers' cross-origin requests (Access-Control-*)
   SchedulerLimits limits;
-  size_t max_body = 1 << 20;                  // HttpLimits::max_body, named in the 413 error
-  std::chrono::seconds request_timeout{300};  // a request's deadline, queueing included
+  size_t max_body = 1 << 20;  // HttpLimits::max_body, named in the 413 error
+  std::chrono::milliseconds request_timeout{300000};  // a request's deadline, queueing included
 };
 
 class Api {
