@@ -117,7 +117,52 @@ class Native {
   }
 }
 
+/** A model directory's config.json, vocab.json and, for GPT-2 BPE, merges.txt, by file name. */
+async function fetchModelFiles(base) {
+  const vocabText = await (await fetchOk(`${base}vocab.json`)).text();
+  let vocab;
+  try {
+    vocab = JSON.parse(vocabText);
+  } catch (e) {
+    throw new Error(`${base}vocab.json is not JSON: ${e.message}`);
+  }
+  const files = {
+    'config.json': new Uint8Array(await (await fetchOk(`${base}config.json`)).arrayBuffer()),
+    'vocab.json': new TextEncoder().encode(vocabText),
+  };
+  if (!isCharVocabulary(vocab)) {
+    files['merges.txt'] = new Uint8Array(await (await fetchOk(`${base}merges.txt`)).arrayBuffer());
+  }
+  return files;
+}
+
 let nextModelDir = 0;
+
+/**
+ * Writes `files` into a fresh directory of the module's file system and, on the native queue,
+ * returns wrap(load(dir)'s handle). The copies are removed afterwards: the weights then live in
+ * tensors, and the files would only double the memory. A failed load's message names the URL
+ * the files came from, not the in-memory directory the native loader read.
+ */
+function loadFromFiles(native, base, files, load, wrap) {
+  const { FS } = native.module;
+  const dir = `/models/${nextModelDir++}`;
+  return native.serial(async () => {
+    FS.mkdirTree(dir);
+    try {
+      for (const [name, data] of Object.entries(files)) FS.writeFile(`${dir}/${name}`, data);
+      const handle = await load(dir);
+      if (!handle) {
+        const message = native.module.UTF8ToString(native.module._forge_error());
+        throw new Error(message.replaceAll(`${dir}/`, base));
+      }
+      return wrap(handle);
+    } finally {
+      for (const name of Object.keys(files)) FS.unlink(`${dir}/${name}`);
+      FS.rmdir(dir);
+    }
+  });
+}
 
 class Model {
   constructor(native, handle, info) {
@@ -367,20 +412,7 @@ async function loadCouncil(forge, url, { experts, onProgress } = {}) {
     throw new Error('experts must be a non-empty list of checkpoint file names (*.compact or *.safetensors)');
   }
   const base = url.endsWith('/') ? url : `${url}/`;
-  const vocabText = await (await fetchOk(`${base}vocab.json`)).text();
-  let vocab;
-  try {
-    vocab = JSON.parse(vocabText);
-  } catch (e) {
-    throw new Error(`${base}vocab.json is not JSON: ${e.message}`);
-  }
-  const files = {
-    'config.json': new Uint8Array(await (await fetchOk(`${base}config.json`)).arrayBuffer()),
-    'vocab.json': new TextEncoder().encode(vocabText),
-  };
-  if (!isCharVocabulary(vocab)) {
-    files['merges.txt'] = new Uint8Array(await (await fetchOk(`${base}merges.txt`)).arrayBuffer());
-  }
+  const files = await fetchModelFiles(base);
   const responses = await Promise.all(experts.map((name) => fetchOk(`${base}${name}`)));
   const totals = responses.map((r) => Number(r.headers.get('content-length')) || 0);
   const loaded = experts.map(() => 0);
@@ -393,27 +425,15 @@ async function loadCouncil(forge, url, { experts, onProgress } = {}) {
   experts.forEach((name, i) => { files[name] = bodies[i]; });
 
   const native = forge.native;
-  const { FS } = native.module;
-  const dir = `/models/${nextModelDir++}`;
-  return native.serial(async () => {
-    FS.mkdirTree(dir);
-    try {
-      for (const [name, data] of Object.entries(files)) FS.writeFile(`${dir}/${name}`, data);
-      const handle = await native.withBytesAsync(native.cstring(dir), (d) =>
-        native.withBytesAsync(native.cstring(JSON.stringify(experts)), (n) =>
-          native.callAsync('forge_council_load', ['number', 'number', 'number'],
-                           [forge.runtime, d, n])));
-      if (!handle) {
-        const message = native.module.UTF8ToString(native.module._forge_error());
-        throw new Error(message.replaceAll(`${dir}/`, base));
-      }
-      const info = native.json(native.module._forge_council_info(handle));
-      info.bytes = bodies.reduce((sum, b) => sum + b.length, 0);
-      return new Council(native, handle, info);
-    } finally {
-      for (const name of Object.keys(files)) FS.unlink(`${dir}/${name}`);
-      FS.rmdir(dir);
-    }
+  const load = (dir) =>
+    native.withBytesAsync(native.cstring(dir), (d) =>
+      native.withBytesAsync(native.cstring(JSON.stringify(experts)), (n) =>
+        native.callAsync('forge_council_load', ['number', 'number', 'number'],
+                         [forge.runtime, d, n])));
+  return loadFromFiles(native, base, files, load, (handle) => {
+    const info = native.json(native.module._forge_council_info(handle));
+    info.bytes = bodies.reduce((sum, b) => sum + b.length, 0);
+    return new Council(native, handle, info);
   });
 }
 // ---- end of the council -------------------------------------------------------------------
@@ -438,20 +458,7 @@ class Forge {
       throw new Error(`checkpoint must be 'auto', 'model.safetensors' or 'model.compact', got '${checkpoint}'`);
     }
     const base = url.endsWith('/') ? url : `${url}/`;
-    const vocabText = await (await fetchOk(`${base}vocab.json`)).text();
-    let vocab;
-    try {
-      vocab = JSON.parse(vocabText);
-    } catch (e) {
-      throw new Error(`${base}vocab.json is not JSON: ${e.message}`);
-    }
-    const files = {
-      'config.json': new Uint8Array(await (await fetchOk(`${base}config.json`)).arrayBuffer()),
-      'vocab.json': new TextEncoder().encode(vocabText),
-    };
-    if (!isCharVocabulary(vocab)) {
-      files['merges.txt'] = new Uint8Array(await (await fetchOk(`${base}merges.txt`)).arrayBuffer());
-    }
+    const files = await fetchModelFiles(base);
     let response = null;
     if (checkpoint === 'auto') {
       response = await fetch(`${base}model.compact`);
@@ -480,29 +487,14 @@ class Forge {
     const bytes = files[checkpoint].length;
 
     const native = this.native;
-    const { FS } = native.module;
-    const dir = `/models/${nextModelDir++}`;
-    return native.serial(async () => {
-      FS.mkdirTree(dir);
-      try {
-        for (const [name, data] of Object.entries(files)) FS.writeFile(`${dir}/${name}`, data);
-        const path = native.cstring(dir);
-        const handle = await native.withBytesAsync(path, (ptr) =>
-          native.callAsync('forge_model_load', ['number', 'number'], [this.runtime, ptr]));
-        if (!handle) {
-          // Name the URL, not the in-memory file the native loader read.
-          const message = native.module.UTF8ToString(native.module._forge_error());
-          throw new Error(message.replaceAll(`${dir}/`, base));
-        }
-        const info = native.json(native.module._forge_model_info(handle));
-        info.bytes = bytes;
-        info.format = checkpoint === 'model.compact' ? 'compact' : 'safetensors';
-        return new Model(native, handle, info);
-      } finally {
-        // The weights now live in tensors; the file copies would only double the memory.
-        for (const name of Object.keys(files)) FS.unlink(`${dir}/${name}`);
-        FS.rmdir(dir);
-      }
+    const load = (dir) =>
+      native.withBytesAsync(native.cstring(dir), (ptr) =>
+        native.callAsync('forge_model_load', ['number', 'number'], [this.runtime, ptr]));
+    return loadFromFiles(native, base, files, load, (handle) => {
+      const info = native.json(native.module._forge_model_info(handle));
+      info.bytes = bytes;
+      info.format = checkpoint === 'model.compact' ? 'compact' : 'safetensors';
+      return new Model(native, handle, info);
     });
   }
 
