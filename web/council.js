@@ -3,7 +3,10 @@
 // own top choice and hidden state next to the merged choice. What it shows is in the DOM with
 // data-* attributes (ids, weights, entropies), so tests read what a person sees.
 import { createForge } from './forge.js';
-import { $, visible, setState, showError, clearError, showDevice } from './page.js';
+import {
+  $, visible, setState, showError, clearError, showDevice, loadProgress, onSubmit,
+  samplingInputs,
+} from './page.js';
 
 const params = new URLSearchParams(location.search);
 const COUNCIL_URL = '/models/council/';
@@ -147,26 +150,13 @@ function showStep(index) {
   $('experts').replaceChildren(...items, sum);
 }
 
-function integerInput(id, name, min) {
-  const value = Number($(id).value);
-  if (!Number.isInteger(value) || value < min) throw new Error(`${name} must be an integer ≥ ${min}`);
-  return value;
-}
-
 async function generate() {
   if (running || !council) return;
   clearError();
   let options, promptIds;
   try {
-    const temperature = Number($('temperature').value);
-    if (!Number.isFinite(temperature) || temperature < 0) throw new Error('Temperature must be a number ≥ 0');
     options = {
-      maxTokens: integerInput('max-tokens', 'Max tokens', 1),
-      greedy: $('greedy').checked,
-      temperature,
-      topK: integerInput('top-k', 'Top-k', 0),
-      topP: 1.0,
-      seed: integerInput('seed', 'Seed', 0),
+      ...samplingInputs(),
       beta: betaInput(),
     };
     promptIds = council.encode($('prompt').value);
@@ -252,30 +242,14 @@ async function start() {
   const experts = params.has('experts') ? params.get('experts').split(',') : EXPERTS;
   forge = await createForge({ backend });
   showDevice(forge.device, 'WebGPU, all four experts on this GPU');
-  const progress = $('load-progress');
-  council = await forge.loadCouncil(COUNCIL_URL, {
-    experts,
-    onProgress: (loaded, total) => {
-      progress.max = total || 1;
-      progress.value = loaded;
-    },
-  });
-  progress.hidden = true;
+  council = await forge.loadCouncil(COUNCIL_URL, { experts, onProgress: loadProgress() });
+  $('load-progress').hidden = true;
   showCouncil(council.info);
   setRunning(false);
   setState('ready', 'Ready');
 }
 
-$('prompt-form').addEventListener('submit', (e) => {
-  e.preventDefault();
-  generate();
-});
-$('prompt-form').addEventListener('keydown', (e) => {
-  if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) {
-    e.preventDefault();
-    if (!$('generate').disabled) $('prompt-form').requestSubmit();
-  }
-});
+onSubmit('prompt-form', 'prompt-form', 'generate', generate);
 document.addEventListener('keydown', (e) => {
   if (e.key === 'Escape' && running) stopRequested = true;
 });

@@ -115,6 +115,25 @@ class Native {
   callAsync(name, types, args) {
     return this.module.ccall(name, 'number', types, args, { async: true });
   }
+
+  /**
+   * Runs a generation export (forge_generate, forge_council_generate) over the prompt's ids and
+   * the settings as JSON; its result with promptIds and tokensPerSecond (decode tokens after the
+   * first over the decode time) added.
+   */
+  async generate(name, handle, promptIds, settings) {
+    const words = Uint32Array.from(promptIds);
+    const optionsBytes = this.cstring(JSON.stringify(settings));
+    const result = await this.withBytesAsync(new Uint8Array(words.buffer), (ids) =>
+      this.withBytesAsync(optionsBytes, (opts) =>
+        this.callAsync(name, ['number', 'number', 'number', 'number'],
+                       [handle, ids, words.length, opts])));
+    const out = this.json(result);
+    const decoded = out.ids.length - 1;
+    out.promptIds = promptIds;
+    out.tokensPerSecond = decoded > 0 && out.decodeMs > 0 ? (decoded * 1000) / out.decodeMs : 0;
+    return out;
+  }
 }
 
 /** A model directory's config.json, vocab.json and, for GPT-2 BPE, merges.txt, by file name. */
@@ -220,18 +239,10 @@ class Model {
           return 0;
         }
       };
-      const words = Uint32Array.from(promptIds);
-      const optionsBytes = native.cstring(JSON.stringify(settings));
       try {
-        const result = await native.withBytesAsync(new Uint8Array(words.buffer), (ids) =>
-          native.withBytesAsync(optionsBytes, (opts) =>
-            native.callAsync('forge_generate', ['number', 'number', 'number', 'number'],
-                             [this.handle, ids, words.length, opts])));
+        const out = await native.generate('forge_generate', this.handle, promptIds, settings)
+          .catch((e) => { throw callbackError ?? e; });
         if (callbackError) throw callbackError;
-        const out = native.json(result);
-        const decoded = out.ids.length - 1;
-        out.promptIds = promptIds;
-        out.tokensPerSecond = decoded > 0 && out.decodeMs > 0 ? (decoded * 1000) / out.decodeMs : 0;
         return out;
       } finally {
         module.forgeOnStep = null;
@@ -372,18 +383,10 @@ class Council {
         beta = this.beta;
         return beta;
       };
-      const words = Uint32Array.from(promptIds);
-      const optionsBytes = native.cstring(JSON.stringify(settings));
       try {
-        const result = await native.withBytesAsync(new Uint8Array(words.buffer), (ids) =>
-          native.withBytesAsync(optionsBytes, (opts) =>
-            native.callAsync('forge_council_generate', ['number', 'number', 'number', 'number'],
-                             [this.handle, ids, words.length, opts])));
+        const out = await native.generate('forge_council_generate', this.handle, promptIds, settings)
+          .catch((e) => { throw callbackError ?? e; });
         if (callbackError) throw callbackError;
-        const out = native.json(result);
-        const decoded = out.ids.length - 1;
-        out.promptIds = promptIds;
-        out.tokensPerSecond = decoded > 0 && out.decodeMs > 0 ? (decoded * 1000) / out.decodeMs : 0;
         return out;
       } finally {
         module.forgeOnCouncilStep = null;

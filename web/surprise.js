@@ -3,7 +3,9 @@
 // candidates and lock after a time proportional to their surprisal. What it shows is in the DOM
 // with data-* attributes (positions, ids, bits, probabilities), so tests read what a person sees.
 import { createForge } from './forge.js';
-import { $, visible, percent, setState, showError, clearError, showDevice } from './page.js';
+import {
+  $, visible, percent, setState, showError, clearError, showDevice, candidateRow, loadProgress, onSubmit,
+} from './page.js';
 
 const params = new URLSearchParams(location.search);
 const TOP_K = 8;
@@ -184,21 +186,9 @@ function showDetail(pos) {
   $('detail-bits').textContent = `${p.bits.toFixed(3)} bits: the model gave it p = ${probability.toPrecision(4)}`;
   $('detail-bits').dataset.bits = p.bits;
   const rows = p.top.map((c) => {
-    const li = document.createElement('li');
-    li.dataset.id = c.id;
-    li.dataset.probability = c.probability;
+    const li = candidateRow(c);
     li.title = `p = ${c.probability}`;
     if (c.id === p.id) li.classList.add('actual');
-    const text = document.createElement('span');
-    text.className = 'cand';
-    text.textContent = visible(c.text);
-    const bar = document.createElement('span');
-    bar.className = 'bar';
-    bar.style.setProperty('--p', c.probability);
-    const value = document.createElement('span');
-    value.className = 'p';
-    value.textContent = percent(c.probability);
-    li.append(text, bar, value);
     return li;
   });
   if (!p.top.some((c) => c.id === p.id)) {
@@ -334,14 +324,8 @@ async function start() {
   $('text').value = SAMPLES[Number(sample)].text;
   forge = await createForge({ backend });
   showDevice(forge.device, 'WebGPU (this GPU)');
-  const progress = $('load-progress');
-  model = await forge.loadModel('/model/', {
-    onProgress: (loaded, total) => {
-      progress.max = total || 1;
-      progress.value = loaded;
-    },
-  });
-  progress.hidden = true;
+  model = await forge.loadModel('/model/', { onProgress: loadProgress() });
+  $('load-progress').hidden = true;
   showModel(model.info);
   setBusy(false);
   await score();
@@ -355,16 +339,7 @@ function showStartError(error) {
   }
 }
 
-$('text-form').addEventListener('submit', (e) => {
-  e.preventDefault();
-  score();
-});
-$('text').addEventListener('keydown', (e) => {
-  if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) {
-    e.preventDefault();
-    if (!$('score').disabled) $('text-form').requestSubmit();
-  }
-});
+onSubmit('text-form', 'text', 'score', score);
 $('sample').addEventListener('change', () => {
   $('text').value = SAMPLES[Number($('sample').value)].text;
   score();

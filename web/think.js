@@ -2,7 +2,10 @@
 // model drew from and where its newest token attended. Everything it shows is in the DOM with
 // data-* attributes (ids, probabilities, weights), so tests read what a person sees.
 import { createForge } from './forge.js';
-import { $, visible, percent, setState, showError, clearError, showDevice } from './page.js';
+import {
+  $, visible, percent, setState, showError, clearError, showDevice, candidateRow, loadProgress, onSubmit,
+  samplingInputs,
+} from './page.js';
 
 const params = new URLSearchParams(location.search);
 const TOP_N = 8;
@@ -93,27 +96,14 @@ function tokenSpan(token, pos, generated) {
 
 function renderShortlist(step) {
   $('shortlist').replaceChildren(...step.top.map((c) => {
-    const li = document.createElement('li');
-    li.dataset.id = c.id;
-    li.dataset.probability = c.probability;
+    const li = candidateRow(c);
     if (c.id === step.id) {
       li.classList.add('chosen');
       li.setAttribute('aria-current', 'true');
     }
-    const text = document.createElement('span');
-    text.className = 'cand';
-    text.textContent = visible(c.text);
-    const bar = document.createElement('span');
-    bar.className = 'bar';
-    bar.style.setProperty('--p', c.probability);
-    const p = document.createElement('span');
-    p.className = 'p';
-    p.textContent = percent(c.probability);
     // The exact value, on hover (title) and on keyboard focus (the row is focusable).
-    p.dataset.exact = `p = ${c.probability.toPrecision(6)}`;
     li.title = `${visible(c.text)}: p = ${c.probability}`;
     li.tabIndex = 0;
-    li.append(text, bar, p);
     return li;
   }));
 }
@@ -155,27 +145,14 @@ function showStep(index) {
   renderAttention(step);
 }
 
-function integerInput(id, name, min) {
-  const value = Number($(id).value);
-  if (!Number.isInteger(value) || value < min) throw new Error(`${name} must be an integer ≥ ${min}`);
-  return value;
-}
-
 async function generate() {
   if (running || !model) return;
   clearError();
   clearRun();
   let options, promptIds;
   try {
-    const temperature = Number($('temperature').value);
-    if (!Number.isFinite(temperature) || temperature < 0) throw new Error('Temperature must be a number ≥ 0');
     options = {
-      maxTokens: integerInput('max-tokens', 'Max tokens', 1),
-      greedy: $('greedy').checked,
-      temperature,
-      topK: integerInput('top-k', 'Top-k', 0),
-      topP: 1.0,
-      seed: integerInput('seed', 'Seed', 0),
+      ...samplingInputs(),
       topN: TOP_N,
       attention: true,
       slidingWindow: true,
@@ -253,30 +230,17 @@ async function start() {
   }
   forge = await createForge({ backend });
   showDevice(forge.device, 'WebGPU');
-  const progress = $('load-progress');
   model = await forge.loadModel('/model/', {
     checkpoint: params.get('checkpoint') ?? 'auto',
-    onProgress: (loaded, total) => {
-      progress.max = total || 1;
-      progress.value = loaded;
-    },
+    onProgress: loadProgress(),
   });
-  progress.hidden = true;
+  $('load-progress').hidden = true;
   showModel(model.info);
   setRunning(false);
   setState('ready', 'Ready');
 }
 
-$('prompt-form').addEventListener('submit', (e) => {
-  e.preventDefault();
-  generate();
-});
-$('prompt-form').addEventListener('keydown', (e) => {
-  if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) {
-    e.preventDefault();
-    if (!$('generate').disabled) $('prompt-form').requestSubmit();
-  }
-});
+onSubmit('prompt-form', 'prompt-form', 'generate', generate);
 document.addEventListener('keydown', (e) => {
   if (e.key === 'Escape') requestStop();
 });
