@@ -505,7 +505,7 @@ class WebGpuBackend final : public Backend {
     struct {
       uint32_t m, n, k, flags, lda, ldb, ldo;
       float alpha;
-      uint32_t off_a, off_b, off_out, off_bias, stride_a, stride_b, stride_out, pad;
+      uint32_t off_a, off_b, off_out, off_bias, stride_a, stride_b, stride_out, split_k_len;
     } p{u32(q.m),
         u32(q.n),
         u32(q.k),
@@ -537,9 +537,9 @@ class WebGpuBackend final : public Backend {
         const gpu::Binding scratch = scratch_binding(bytes);
         auto p1 = p, p2 = p;
         p1.off_out = 0;
-        p1.pad = u32(kc);
+        p1.split_k_len = u32(kc);
         p2.off_a = 0;
-        p2.pad = u32(kc);
+        p2.split_k_len = u32(kc);
         run_kernel(matvec_kernel("columns_split"), {va.binding, vb.binding, vbias.binding, scratch},
                    p1, {u32((q.n + 63) / 64), u32(splits), z});
         auto groups = grid(q.n, 256);
@@ -589,7 +589,7 @@ class WebGpuBackend final : public Backend {
       run_kernel(matmul_kernel(t, false), {va.binding, vb.binding, vbias.binding, scratch}, p1,
                  {gx, gy, u32(splits)});
       p2.off_a = 0;
-      p2.pad = u32(kc);
+      p2.split_k_len = u32(kc);
       p2.stride_out = u32(g.ldo);
       run_kernel(matvec_kernel("split_reduce"), {scratch, vb.binding, vbias.binding, vo.binding},
                  p2, {u32((q.n + 255) / 256), 1, u32(q.m)});
