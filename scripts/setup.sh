@@ -12,7 +12,7 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 apt_packages=(
   g++ cmake ninja-build pkg-config git
-  libgtest-dev libbenchmark-dev libfmt-dev nlohmann-json3-dev libcli11-dev libmicrohttpd-dev
+  libgtest-dev libfmt-dev nlohmann-json3-dev libcli11-dev libmicrohttpd-dev
   libutf8proc-dev libopenblas-dev libssl-dev
   libpng-dev libfreetype-dev libfontconfig-dev fonts-dejavu-core libncurses-dev tmux
   libopenmpi-dev openmpi-bin  # Open MPI 4.1.4: data-parallel `mpirun -np N forge train` (optional)

@@ -86,22 +86,18 @@ class WebGpuBackend final : public Backend {
       : ctx_(gpu::create_context(options)),
         forced_(options.matmul_tile.empty() ? std::optional<Tile>()
                                             : parse_tile(options.matmul_tile)),
-        attention_chunk_(options.attention_chunk) {
+        split_k_(options.split_k),
+        split_groups_(options.split_groups),
+        attention_keys_(options.attention_keys),
+        attention_chunk_(options.attention_chunk),
+        online_softmax_(options.online_softmax) {
     FORGE_CHECK(attention_chunk_ >= 0 && attention_chunk_ % 32 == 0,
                 "WebGPU attention chunk must be 0 or a positive multiple of 32 keys, got {}",
                 attention_chunk_);
+    FORGE_CHECK(attention_keys_ == 16 || attention_keys_ == 32,
+                "WebGPU attention keys must be 16 or 32, got {}", attention_keys_);
     // A GPU does decode's q·kᵀ (k = 64) twice as fast with 32 lanes per row (H200: 6 vs 14 µs).
-    if (ctx_->adapter().type != "cpu") short_k_max_ = 0;
-    if (const char* kc = std::getenv("FORGE_WEBGPU_SPLIT_K")) split_k_ = std::atol(kc);
-    if (const char* sg = std::getenv("FORGE_WEBGPU_SPLIT_GROUPS")) split_groups_ = std::atol(sg);
-    if (const char* ak = std::getenv("FORGE_WEBGPU_ATTENTION_KEYS")) {
-      attention_keys_ = std::atol(ak);
-      FORGE_CHECK(attention_keys_ == 16 || attention_keys_ == 32,
-                  "FORGE_WEBGPU_ATTENTION_KEYS must be 16 or 32, got '{}'", ak);
-    }
-    if (const char* sk = std::getenv("FORGE_WEBGPU_SHORT_K")) short_k_max_ = std::atol(sk);
-    if (const char* sm = std::getenv("FORGE_WEBGPU_SOFTMAX"))
-      online_softmax_ = std::string(sm) != "main";
+    short_k_max_ = options.short_k_max.value_or(ctx_->adapter().type == "cpu" ? 128 : 0);
     dummy_ = ctx_->buffer(256);
     status_ = ctx_->buffer(256);
     const uint32_t zero[4] = {};
@@ -505,7 +501,7 @@ class WebGpuBackend final : public Backend {
     struct {
       uint32_t m, n, k, flags, lda, ldb, ldo;
       float alpha;
-      uint32_t off_a, off_b, off_out, off_bias, stride_a, stride_b, stride_out, pad;
+      uint32_t off_a, off_b, off_out, off_bias, stride_a, stride_b, stride_out, split_k_len;
     } p{u32(q.m),
         u32(q.n),
         u32(q.k),
@@ -537,9 +533,9 @@ class WebGpuBackend final : public Backend {
         const gpu::Binding scratch = scratch_binding(bytes);
         auto p1 = p, p2 = p;
         p1.off_out = 0;
-        p1.pad = u32(kc);
+        p1.split_k_len = u32(kc);
         p2.off_a = 0;
-        p2.pad = u32(kc);
+        p2.split_k_len = u32(kc);
         run_kernel(matvec_kernel("columns_split"), {va.binding, vb.binding, vbias.binding, scratch},
                    p1, {u32((q.n + 63) / 64), u32(splits), z});
         auto groups = grid(q.n, 256);
@@ -589,7 +585,7 @@ class WebGpuBackend final : public Backend {
       run_kernel(matmul_kernel(t, false), {va.binding, vb.binding, vbias.binding, scratch}, p1,
                  {gx, gy, u32(splits)});
       p2.off_a = 0;
-      p2.pad = u32(kc);
+      p2.split_k_len = u32(kc);
       p2.stride_out = u32(g.ldo);
       run_kernel(matvec_kernel("split_reduce"), {scratch, vb.binding, vbias.binding, vo.binding},
                  p2, {u32((q.n + 255) / 256), 1, u32(q.m)});
@@ -818,20 +814,13 @@ class WebGpuBackend final : public Backend {
   std::optional<Tile> forced_;
   std::unordered_map<std::string, const gpu::Kernel*> kernels_;
   std::shared_ptr<gpu::Buffer> dummy_, status_;
-  // Rows of k per split-k chunk of an m = 1 product over a plain b (0: no split);
-  // FORGE_WEBGPU_SPLIT_K overrides for tuning.
-  int64_t split_k_ = 64;
-  // Tiled products of fewer 64×64 tiles than this split k (FORGE_WEBGPU_SPLIT_GROUPS; 0: never).
-  int64_t split_groups_ = 512;
-  // Keys per attention_prefill tile at most: 16 or 32 (FORGE_WEBGPU_ATTENTION_KEYS).
-  int64_t attention_keys_ = 32;
-  // Keys per attention_prefill workgroup before a block's keys split over several (0: never).
+  // The tuning knobs of WebGpuOptions (documented there).
+  int64_t split_k_;
+  int64_t split_groups_;
+  int64_t attention_keys_;
   int64_t attention_chunk_;
-  // trans_b m = 1 products with k up to this take one thread per row (FORGE_WEBGPU_SHORT_K);
-  // software rasterisers only.
-  int64_t short_k_max_ = 128;
-  // softmax_causal.wgsl's one-pass (max, sum) entry; FORGE_WEBGPU_SOFTMAX=main for the other.
-  bool online_softmax_ = true;
+  int64_t short_k_max_;
+  bool online_softmax_;
   std::shared_ptr<gpu::Buffer> scratch_;  // split-k sums, attention chunks (scratch_binding)
   uint64_t scratch_bytes_ = 0;
   bool embedding_pending_ = false;
@@ -873,6 +862,12 @@ WebGpuOptions webgpu_options_from_env() {
   static_cast<gpu::ContextOptions&>(o) = gpu::options_from_env();
   if (const char* t = std::getenv("FORGE_WEBGPU_MATMUL_TILE")) o.matmul_tile = t;
   if (const char* c = std::getenv("FORGE_WEBGPU_ATTENTION_CHUNK")) o.attention_chunk = std::atol(c);
+  if (const char* kc = std::getenv("FORGE_WEBGPU_SPLIT_K")) o.split_k = std::atol(kc);
+  if (const char* sg = std::getenv("FORGE_WEBGPU_SPLIT_GROUPS")) o.split_groups = std::atol(sg);
+  if (const char* ak = std::getenv("FORGE_WEBGPU_ATTENTION_KEYS")) o.attention_keys = std::atol(ak);
+  if (const char* sk = std::getenv("FORGE_WEBGPU_SHORT_K")) o.short_k_max = std::atol(sk);
+  if (const char* sm = std::getenv("FORGE_WEBGPU_SOFTMAX"))
+    o.online_softmax = std::string(sm) != "main";
   return o;
 }
 

@@ -6,19 +6,7 @@ struct Params { rows: u32, c: u32, eps: f32, off_out: u32, off_x: u32, off_w: u3
 @group(0) @binding(3) var<storage, read> b: array<f32>;
 @group(0) @binding(4) var<storage, read_write> out: array<f32>;
 
-var<workgroup> partial: array<f32, 256>;
-
-fn reduce_sum(li: u32, v: f32) -> f32 {
-  partial[li] = v;
-  workgroupBarrier();
-  for (var s = 128u; s > 0u; s = s >> 1u) {
-    if (li < s) { partial[li] += partial[li + s]; }
-    workgroupBarrier();
-  }
-  let total = partial[0];
-  workgroupBarrier();  // everyone has read it before the next reduction overwrites it
-  return total;
-}
+#include "lib_reduce_sum"
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,

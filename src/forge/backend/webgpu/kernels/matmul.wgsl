@@ -10,7 +10,7 @@ struct Params {
   m: u32, n: u32, k: u32, flags: u32,  // flags: 1 trans_a, 2 trans_b, 4 bias, 8 accumulate
   lda: u32, ldb: u32, ldo: u32, alpha: f32,
   off_a: u32, off_b: u32, off_out: u32, off_bias: u32,
-  stride_a: u32, stride_b: u32, stride_out: u32, pad: u32,
+  stride_a: u32, stride_b: u32, stride_out: u32, split_k_len: u32,
 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> a: array<f32>;

@@ -6,7 +6,7 @@ struct Params {
   m: u32, n: u32, k: u32, flags: u32,
   lda: u32, ldb: u32, ldo: u32, alpha: f32,
   off_a: u32, off_b: u32, off_out: u32, off_bias: u32,
-  stride_a: u32, stride_b: u32, stride_out: u32, pad: u32,
+  stride_a: u32, stride_b: u32, stride_out: u32, split_k_len: u32,
 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> a: array<f32>;
@@ -90,16 +90,16 @@ fn rows_short(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) l
 
 // Split-k for b [k, n] (plain, not trans_b), the decode path of c_attn / c_fc / both projections:
 // a 768-wide product has too few column groups to fill a big GPU, so k is cut into chunks of
-// p.pad rows as well. Pass 1 (columns_split): a workgroup sums 64 columns (a warp reads whole
-// 128-byte lines of a row) over one chunk, 4 row slices each, into out = the scratch buffer
+// p.split_k_len rows as well. Pass 1 (columns_split): a workgroup sums 64 columns (a warp reads
+// whole 128-byte lines of a row) over one chunk, 4 row slices each, into out = the scratch buffer
 // [batch, splits, n] (no alpha, no bias). Pass 2 (split_reduce), with the matmul's own out:
 // a = that scratch; sums the splits in order and applies alpha, bias / accumulate.
 @compute @workgroup_size(64, 4, 1)
 fn columns_split(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
                  @builtin(num_workgroups) nwg: vec3u) {
   let j = wid.x * 64u + lid.x;
-  let k0 = wid.y * p.pad;
-  let k1 = min(p.k, k0 + p.pad);
+  let k0 = wid.y * p.split_k_len;
+  let k1 = min(p.k, k0 + p.split_k_len);
   let base_a = p.off_a + wid.z * p.stride_a;
   let base_b = p.off_b + wid.z * p.stride_b;
   var s0 = 0.0;
@@ -126,7 +126,7 @@ fn split_reduce(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id)
                 @builtin(num_workgroups) nwg: vec3u) {
   let j = (wid.x + wid.y * nwg.x) * 256u + lid.x;
   if (j >= p.n) { return; }
-  let splits = (p.k + p.pad - 1u) / p.pad;
+  let splits = (p.k + p.split_k_len - 1u) / p.split_k_len;
   let row = p.off_a + wid.z * splits * p.n + j;
   var sum = 0.0;
   for (var s = 0u; s < splits; s++) { sum += a[row + s * p.n]; }
