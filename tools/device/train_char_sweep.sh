@@ -5,9 +5,14 @@
 # calibration run measures each candidate's tokens/s while the others run too, and sets its step
 # count so that every schedule ends inside the budget. Per candidate OUT_DIR/NAME gets
 # model.compact (8-bit), score.json, meta.tar (config, vocab, log, loss plots, stdout).
-#   tools/device/train_char_sweep.sh OUT_DIR SECONDS "NAME FLAGS..." ["NAME FLAGS..." ...]
+# With RECENT_SECONDS set, each candidate then continues (--init-from) for that many seconds on
+# .device/sotu-recent.txt.xz: the training split's addresses from 1961 on, which end where the
+# validation split begins, so the model ends on the era it is scored on; score.json is then the
+# continued model's and score-base.json the first phase's.
+#   [RECENT_SECONDS=S] tools/device/train_char_sweep.sh OUT_DIR SECONDS "NAME FLAGS..." ...
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
+recent=${RECENT_SECONDS:-0}
 out=${1:?usage: train_char_sweep.sh OUT_DIR SECONDS "NAME FLAGS..." ...}
 budget=${2:?usage: train_char_sweep.sh OUT_DIR SECONDS "NAME FLAGS..." ...}
 shift 2
@@ -20,8 +25,8 @@ icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 [ -e "$icd" ] && export VK_DRIVER_FILES="$icd"
 xz -dc "$root/.device/sotu.txt.xz" > /tmp/sotu.txt
 tail -c 100000 /tmp/sotu.txt > /tmp/tail.txt
-common=(--backend webgpu --corpus /tmp/sotu.txt --val-fraction 0.01 --eval-batches 8 --seed 1337
-        --format json --force)
+[ "$recent" -gt 0 ] && xz -dc "$root/.device/sotu-recent.txt.xz" > /tmp/recent.txt
+common=(--backend webgpu --eval-batches 8 --seed 1337 --format json --force)
 names=() flags=()
 for spec in "$@"; do names+=("${spec%% *}"); flags+=("${spec#* }"); done
 
@@ -29,11 +34,12 @@ for spec in "$@"; do names+=("${spec%% *}"); flags+=("${spec#* }"); done
 start=$(date +%s)
 for i in "${!names[@]}"; do
   # shellcheck disable=SC2086
-  "$bin/forge" train "${common[@]}" ${flags[$i]} --out "/tmp/cal-${names[$i]}" --steps 40 \
+  "$bin/forge" train "${common[@]}" ${flags[$i]} --corpus /tmp/sotu.txt --val-fraction 0.01 \
+    --out "/tmp/cal-${names[$i]}" --steps 40 \
     --warmup-steps 10 --eval-interval 1000 --log-interval 10 > "/tmp/cal-${names[$i]}.txt" 2>&1 &
 done
 wait
-left=$((budget - ($(date +%s) - start) - 60))  # a minute for final validation, saving, scoring
+left=$((budget - ($(date +%s) - start) - 60 - recent))  # a minute for validation, saving, scoring
 echo "calibration took $(( $(date +%s) - start )) s; $left s left for training"
 
 for i in "${!names[@]}"; do
@@ -41,36 +47,56 @@ for i in "${!names[@]}"; do
   rate=$(tail -1 "/tmp/cal-$name/train_log.csv" | cut -d, -f5)
   # shellcheck disable=SC2086
   set -- ${flags[$i]}
-  batch=16 ctx=128
+  batch=16 ctx=128 shape=()  # shape: the flags without the learning rates, for the second phase
   while [ $# -gt 0 ]; do
     case "$1" in --batch) batch=$2 ;; --n-ctx) ctx=$2 ;; esac
-    shift
+    case "$1" in --lr|--min-lr) ;; *) shape+=("$1" "$2") ;; esac
+    shift 2
   done
   steps=$(awk -v r="$rate" -v s="$left" -v t=$((batch * ctx)) 'BEGIN { printf "%d", 0.92 * r * s / t }')
   warm=$((steps / 12))
-  echo "$name: $rate tokens/s in calibration -> $steps steps (warmup $warm)"
+  more=$(awk -v r="$rate" -v s="$recent" -v t=$((batch * ctx)) 'BEGIN { printf "%d", 0.85 * r * s / t }')
+  echo "$name: $rate tokens/s in calibration -> $steps steps (warmup $warm), then $more on the recent era"
   mkdir -p "$out/$name"
   (
     run=/tmp/run-$name
     # shellcheck disable=SC2086
-    timeout $((left + 50)) "$bin/forge" train "${common[@]}" ${flags[$i]} --out "$run" \
+    timeout $((left + 50)) "$bin/forge" train "${common[@]}" ${flags[$i]} --corpus /tmp/sotu.txt \
+      --val-fraction 0.01 --out "$run" \
       --steps "$steps" --warmup-steps "$warm" --eval-interval $((steps / 6)) \
       --log-interval 25 > "$run.stdout.txt" 2>&1
     echo "train exit $? after $(( $(date +%s) - start )) s" >> "$run.stdout.txt"
-    "$bin/forge" convert --input "$run/model.safetensors" --output "$run/model.compact" \
-      --to compact --bits 8 --format json > /dev/null 2>> "$run.stdout.txt"
+    ship() {  # ship DIR SCORE_NAME: the 8-bit checkpoint of DIR, scored on the tail
+      "$bin/forge" convert --input "$1/model.safetensors" --output "$1/model.compact" \
+        --to compact --bits 8 --format json > /dev/null 2>> "$run.stdout.txt"
+      mkdir -p "$1.ship" && cp "$1/config.json" "$1/vocab.json" "$1/model.compact" "$1.ship/"
+      "$bin/forge" score --backend webgpu --model "$1.ship" --file /tmp/tail.txt --format json \
+        > "$out/$name/$2" 2>> "$run.stdout.txt"
+    }
+    if [ "$recent" -gt 0 ]; then
+      ship "$run" score-base.json
+      # shellcheck disable=SC2086
+      timeout $((recent + 30)) "$bin/forge" train "${common[@]}" "${shape[@]}" --corpus /tmp/recent.txt \
+        --val-fraction 0.02 --init-from "$run" --out "$run-recent" --steps "$more" \
+        --warmup-steps $((more / 10 + 1)) --lr 3e-4 --min-lr 3e-5 --eval-interval $((more / 4 + 1)) \
+        --log-interval 25 > "$run-recent.stdout.txt" 2>&1
+      echo "recent-era train exit $? after $(( $(date +%s) - start )) s" >> "$run.stdout.txt"
+      cp "$run-recent/train_log.csv" "$run/train_log_recent.csv"
+      cat "$run-recent.stdout.txt" >> "$run.stdout.txt"
+      run=$run-recent
+    fi
+    ship "$run" score.json
     cp "$run/model.compact" "$out/$name/"
-    mkdir -p /tmp/ship-$name && cp "$run/config.json" "$run/vocab.json" "$run/model.compact" /tmp/ship-$name/
-    "$bin/forge" score --backend webgpu --model "/tmp/ship-$name" --file /tmp/tail.txt --format json \
-      > "$out/$name/score.json" 2>> "$run.stdout.txt"
-    tar -C "$run" -cf "$out/$name/meta.tar" config.json vocab.json train_log.csv \
-      $(cd "$run" && ls loss.* train_config.json 2>/dev/null) -C /tmp "run-$name.stdout.txt"
+    tar -C "/tmp/run-$name" -cf "$out/$name/meta.tar" config.json vocab.json train_log.csv \
+      $(cd "/tmp/run-$name" && ls loss.* train_config.json train_log_recent.csv 2>/dev/null) \
+      -C /tmp "run-$name.stdout.txt"
   ) &
 done
 wait
 for name in "${names[@]}"; do
   echo "$name: $(tail -2 "/tmp/run-$name.stdout.txt" | head -1 | cut -c1-200)"
-  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print({k: d[k] for k in d if not isinstance(d[k], list)})" \
-    "$out/$name/score.json" 2>/dev/null || echo "$name: no score"
+  for f in "$out/$name"/score*.json; do
+    echo "$name $(basename "$f"): $(grep -o '"mean_nll":[^,}]*' "$f" || echo "no score")"
+  done
 done
 ls -la "$out"/*
