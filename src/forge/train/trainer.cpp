@@ -8,6 +8,7 @@
 #include <optional>
 #include <sstream>
 #include <string_view>
+#include <type_traits>
 
 #include "forge/core/error.h"
 #include "forge/core/random.h"
@@ -56,106 +57,92 @@ Gpt2Config model_config(const TrainConfig& c, int64_t vocab_size) {
   return g;
 }
 
+/// Calls f(name, field) for every field of a TrainConfig, in the order the JSON lists them:
+/// the one list that to_json and from_json share.
+template <class Config, class F>
+void for_each_field(Config& c, F&& f) {
+  f("n_layer", c.n_layer);
+  f("n_head", c.n_head);
+  f("n_embd", c.n_embd);
+  f("n_ctx", c.n_ctx);
+  f("dropout", c.dropout);
+  f("steps", c.steps);
+  f("warmup_steps", c.warmup_steps);
+  f("lr", c.lr);
+  f("min_lr", c.min_lr);
+  f("weight_decay", c.weight_decay);
+  f("beta1", c.beta1);
+  f("beta2", c.beta2);
+  f("grad_clip", c.grad_clip);
+  f("batch", c.batch);
+  f("accumulation", c.accumulation);
+  f("eval_interval", c.eval_interval);
+  f("eval_batches", c.eval_batches);
+  f("log_interval", c.log_interval);
+  f("val_fraction", c.val_fraction);
+  f("seed", c.seed);
+  f("freeze", c.freeze);
+}
+
+// Each reader checks the JSON value first, as converting an out-of-range number is undefined
+// behaviour.
+void read_field(std::string_view key, const nlohmann::json& value, int64_t& out) {
+  FORGE_CHECK(value.is_number_integer() &&
+                  (!value.is_number_unsigned() ||
+                   value.get<uint64_t>() <= uint64_t(std::numeric_limits<int64_t>::max())),
+              "training config: {} must be an integer, got {}", key, value.dump());
+  out = value.get<int64_t>();
+}
+
+void read_field(std::string_view key, const nlohmann::json& value, uint64_t& out) {
+  FORGE_CHECK(
+      value.is_number_integer() && (value.is_number_unsigned() || value.get<int64_t>() >= 0),
+      "training config: {} must be an integer in [0, 2^64), got {}", key, value.dump());
+  out = value.get<uint64_t>();
+}
+
+template <class T>
+requires std::is_floating_point_v<T>
+void read_field(std::string_view key, const nlohmann::json& value, T& out) {
+  FORGE_CHECK(value.is_number() && std::isfinite(value.get<double>()) &&
+                  std::fabs(value.get<double>()) <= std::numeric_limits<T>::max(),
+              "training config: {} must be a finite number, got {}", key, value.dump());
+  out = static_cast<T>(value.get<double>());
+}
+
+void read_field(std::string_view key, const nlohmann::json& value, std::vector<std::string>& out) {
+  FORGE_CHECK(value.is_array(), "training config: {} must be an array of names", key);
+  out.clear();
+  for (const auto& name : value) {
+    FORGE_CHECK(name.is_string(), "training config: {} must be an array of names", key);
+    out.push_back(name);
+  }
+}
+
 }  // namespace
 
 nlohmann::json TrainConfig::to_json() const {
-  // Floats as their shortest decimal form, so 0.9f reads back as 0.9 rather than 0.899999976.
-  auto dec = [](float f) { return std::stod(fmt::format("{}", f)); };
-  return {{"n_layer", n_layer},
-          {"n_head", n_head},
-          {"n_embd", n_embd},
-          {"n_ctx", n_ctx},
-          {"dropout", dec(dropout)},
-          {"steps", steps},
-          {"warmup_steps", warmup_steps},
-          {"lr", dec(lr)},
-          {"min_lr", dec(min_lr)},
-          {"weight_decay", dec(weight_decay)},
-          {"beta1", dec(beta1)},
-          {"beta2", dec(beta2)},
-          {"grad_clip", dec(grad_clip)},
-          {"batch", batch},
-          {"accumulation", accumulation},
-          {"eval_interval", eval_interval},
-          {"eval_batches", eval_batches},
-          {"log_interval", log_interval},
-          {"val_fraction", val_fraction},
-          {"seed", seed},
-          {"freeze", freeze}};
+  nlohmann::json j = nlohmann::json::object();
+  for_each_field(*this, [&](const char* name, const auto& field) {
+    // Floats as their shortest decimal form, so 0.9f reads back as 0.9 rather than 0.899999976.
+    if constexpr (std::is_same_v<std::decay_t<decltype(field)>, float>)
+      j[name] = std::stod(fmt::format("{}", field));
+    else
+      j[name] = field;
+  });
+  return j;
 }
 
 TrainConfig TrainConfig::from_json(const nlohmann::json& j, TrainConfig c) {
   FORGE_CHECK(j.is_object(), "training config must be a JSON object, got {}", j.type_name());
-  for (const auto& [key, value] : j.items()) {
-    if (key == "freeze") {
-      FORGE_CHECK(value.is_array(), "training config: freeze must be an array of names");
-      c.freeze.clear();
-      for (const auto& name : value) {
-        FORGE_CHECK(name.is_string(), "training config: freeze must be an array of names");
-        c.freeze.push_back(name);
-      }
-      continue;
-    }
-    // Checked here, as converting an out-of-range JSON number is undefined behaviour.
-    const auto integer = [&](int64_t& out) {
-      FORGE_CHECK(value.is_number_integer() &&
-                      (!value.is_number_unsigned() ||
-                       value.get<uint64_t>() <= uint64_t(std::numeric_limits<int64_t>::max())),
-                  "training config: {} must be an integer, got {}", key, value.dump());
-      out = value.get<int64_t>();
-    };
-    const auto real = [&](auto& out) {
-      using T = std::remove_reference_t<decltype(out)>;
-      FORGE_CHECK(value.is_number() && std::isfinite(value.get<double>()) &&
-                      std::fabs(value.get<double>()) <= std::numeric_limits<T>::max(),
-                  "training config: {} must be a finite number, got {}", key, value.dump());
-      out = static_cast<T>(value.get<double>());
-    };
-    if (key == "n_layer")
-      integer(c.n_layer);
-    else if (key == "n_head")
-      integer(c.n_head);
-    else if (key == "n_embd")
-      integer(c.n_embd);
-    else if (key == "n_ctx")
-      integer(c.n_ctx);
-    else if (key == "dropout")
-      real(c.dropout);
-    else if (key == "steps")
-      integer(c.steps);
-    else if (key == "warmup_steps")
-      integer(c.warmup_steps);
-    else if (key == "lr")
-      real(c.lr);
-    else if (key == "min_lr")
-      real(c.min_lr);
-    else if (key == "weight_decay")
-      real(c.weight_decay);
-    else if (key == "beta1")
-      real(c.beta1);
-    else if (key == "beta2")
-      real(c.beta2);
-    else if (key == "grad_clip")
-      real(c.grad_clip);
-    else if (key == "batch")
-      integer(c.batch);
-    else if (key == "accumulation")
-      integer(c.accumulation);
-    else if (key == "eval_interval")
-      integer(c.eval_interval);
-    else if (key == "eval_batches")
-      integer(c.eval_batches);
-    else if (key == "log_interval")
-      integer(c.log_interval);
-    else if (key == "val_fraction")
-      real(c.val_fraction);
-    else if (key == "seed") {
-      FORGE_CHECK(
-          value.is_number_integer() && (value.is_number_unsigned() || value.get<int64_t>() >= 0),
-          "training config: seed must be an integer in [0, 2^64), got {}", value.dump());
-      c.seed = value.get<uint64_t>();
-    } else
-      fail("training config: unknown key {}", key);
+  for (const auto& item : j.items()) {
+    bool known = false;
+    for_each_field(c, [&](const char* name, auto& field) {
+      if (item.key() != name) return;
+      read_field(item.key(), item.value(), field);
+      known = true;
+    });
+    FORGE_CHECK(known, "training config: unknown key {}", item.key());
   }
   return c;
 }
