@@ -16,9 +16,9 @@ names=("$@")
 [ ${#names[@]} -gt 0 ] || names=(safetensors compact config vocab bpe char serve_resolve http_request)
 targets=$(printf 'fuzz_%s ' "${names[@]}")
 
+# Only the harnesses are built; scripts/sanitize.sh shares its build (tests included) this way.
 CXX=clang++ FORGE_BUILD_DIR="$build" FORGE_BUILD_TARGETS="$targets" \
-  bash "$root/scripts/build.sh" -DFORGE_BUILD_FUZZ=ON -DFORGE_BUILD_TESTS=OFF \
-  -DFORGE_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  bash "$root/scripts/build.sh" -DFORGE_BUILD_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
 mkdir -p "$build/artifacts"
 failed=()

@@ -164,22 +164,42 @@ TEST(ServeApi, PastTheQueueIsA503AndDisconnectsLeaveNoSlotBehind) {
   TempTree tree;
   Server s(api_args(tree, "--slots 2 --queue 1"));
   ASSERT_GT(s.port(), 0) << s.first_line();
-  // Two streams hold the slots, one waits; the fourth request is refused.
-  std::vector<int> socks;
-  for (int i = 0; i < 2; ++i) socks.push_back(start_stream(s, "Long ", 400));
-  wait_for_health(s, [](const json& h) { return h["active"] == 2; });
-  const int waiting = connect_to(s.ip(), s.port());
-  const std::string request = post_request(s, "/v1/completions", completion_body("W", 400, true));
-  send(waiting, request.data(), request.size(), MSG_NOSIGNAL);
-  socks.push_back(waiting);
-  ASSERT_EQ(wait_for_health(s, [](const json& h) { return h["queued"] == 1; })["queued"], 1);
-  const Response busy = post(s, "/v1/completions", completion_body("X", 4, false));
-  expect_error(busy, 503, "", "the server is busy");
-  EXPECT_EQ(header(busy, "Retry-After"), "1");
-  for (const int sock : socks) close(sock);
   const auto idle = [](const json& h) { return h["active"] == 0 && h["queued"] == 0; };
+  // Two streams hold the slots, one waits; the fourth request is refused. On a loaded machine
+  // the two can finish before the third is seen waiting, so the setup is tried again then.
+  bool refused = false;
+  int sent = 0;  // every request of the setup, each ends completed, cancelled or rejected
+  for (int attempt = 0; attempt < 5 && !refused; ++attempt) {
+    std::vector<int> socks;
+    for (int i = 0; i < 2; ++i) socks.push_back(start_stream(s, "Long ", 500));
+    wait_for_health(s, [](const json& h) { return h["active"] == 2; });
+    const int waiting = connect_to(s.ip(), s.port());
+    const std::string request =
+        post_request(s, "/v1/completions", completion_body("W", 500, true));
+    send(waiting, request.data(), request.size(), MSG_NOSIGNAL);
+    socks.push_back(waiting);
+    sent += 3;
+    if (wait_for_health(s, [](const json& h) { return h["queued"] == 1; })["queued"] == 1) {
+      const Response busy = post(s, "/v1/completions", completion_body("X", 4, false));
+      ++sent;
+      refused = busy.status == 503;
+      if (refused) {
+        expect_error(busy, 503, "", "the server is busy");
+        EXPECT_EQ(header(busy, "Retry-After"), "1");
+      } else {
+        ASSERT_EQ(busy.status, 200) << busy.body;  // a slot came free between the two checks
+      }
+    }
+    for (const int sock : socks) close(sock);
+    wait_for_health(s, idle);
+  }
+  ASSERT_TRUE(refused) << "no attempt saw two streams active and one queued";
   const json before = wait_for_health(s, idle);
-  EXPECT_EQ(before["completed"].get<int>() + before["cancelled"].get<int>(), 3) << before.dump();
+  EXPECT_EQ(before["completed"].get<int>() + before["cancelled"].get<int>() +
+                before["rejected"].get<int>(),
+            sent)
+      << before.dump();
+  EXPECT_GE(before["rejected"].get<int>(), 1) << before.dump();
   // Ten more clients that hang up mid-stream, each once it is decoding.
   for (int i = 0; i < 10; ++i) {
     const int sock = start_stream(s, "Gone " + std::to_string(i), 500);
@@ -192,7 +212,7 @@ TEST(ServeApi, PastTheQueueIsA503AndDisconnectsLeaveNoSlotBehind) {
   EXPECT_EQ(h["queued"], 0) << h.dump();
   EXPECT_EQ(h["kv_cache_bytes"], 0) << h.dump();
   EXPECT_EQ(h["cancelled"].get<int>() - before["cancelled"].get<int>(), 10) << h.dump();
-  EXPECT_EQ(h["rejected"], 1) << h.dump();
+  EXPECT_EQ(h["rejected"], before["rejected"]) << h.dump();
 }
 
 // A request past --request-timeout ends with OpenAI's error object (504 when not streamed, an

@@ -60,13 +60,7 @@ fi
 out=${1:?usage: council_experts.sh OUT_DIR | --prepare}
 mkdir -p "$out"
 [ -f "$root/.device/council-eras.tar.xz" ] || { echo "missing .device/council-eras.tar.xz: run council_experts.sh --prepare first" >&2; exit 1; }
-for deb in "$root"/.gl/*.deb; do dpkg -x "$deb" /; done
-ldconfig
-mkdir -p /tmp/forge && tar -C /tmp/forge -xJf "$root/.device/bundle.tar.xz"
-bin=/tmp/forge/bin
-export LD_LIBRARY_PATH="$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-[ -e "$icd" ] && export VK_DRIVER_FILES="$icd"
+source "$root/tools/device/env.sh"
 work=/tmp/council && rm -rf "$work" && mkdir -p "$work/eras"
 tar -C "$work/eras" -xJf "$root/.device/council-eras.tar.xz"
 start=$(date +%s)

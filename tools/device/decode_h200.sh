@@ -7,13 +7,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:?usage: decode_h200.sh OUT_DIR}
 mkdir -p "$out"
-for deb in "$root"/.gl/*.deb; do dpkg -x "$deb" /; done
-ldconfig
-mkdir -p /tmp/forge && tar -C /tmp/forge -xJf "$root/.device/bundle.tar.xz"
-bin=/tmp/forge/bin
-export LD_LIBRARY_PATH="$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-[ -e "$icd" ] && export VK_DRIVER_FILES="$icd"
+source "$root/tools/device/env.sh"
 nvidia-smi -L
 run() { echo "== $*"; "$@"; }
 

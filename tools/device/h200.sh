@@ -5,15 +5,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:?usage: h200.sh OUT_DIR [--train]}
 shift
-# The machine has the NVIDIA driver but no Vulkan loader or GL dispatch libraries, which the
-# driver's Vulkan ICD (libGLX_nvidia) needs: unpack Debian's, carried in .gl (see the device notes).
-for deb in "$root"/.gl/*.deb; do dpkg -x "$deb" /; done
-ldconfig
-mkdir -p /tmp/forge && tar -C /tmp/forge -xJf "$root/.device/bundle.tar.xz"
-bin=/tmp/forge/bin
-export LD_LIBRARY_PATH="$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-[ -e "$icd" ] && export VK_DRIVER_FILES="$icd"
+source "$root/tools/device/env.sh"
 nvidia-smi -L
 "$bin/forge" info --backend webgpu --format json > "$out/info.json"; "$bin/forge" info --backend webgpu | grep -v "^           0x"
 run() { echo "== $*"; "$@"; }

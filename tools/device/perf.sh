@@ -4,13 +4,7 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:?usage: perf.sh OUT_DIR [peers]}
-for deb in "$root"/.gl/*.deb; do dpkg -x "$deb" /; done
-ldconfig
-mkdir -p /tmp/forge && tar -C /tmp/forge -xJf "$root/.device/bundle.tar.xz"
-bin=/tmp/forge/bin
-export LD_LIBRARY_PATH="$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-[ -e "$icd" ] && export VK_DRIVER_FILES="$icd"
+source "$root/tools/device/env.sh"
 big="--n-layer 12 --n-head 12 --n-embd 768" small="--n-layer 6 --n-head 6 --n-embd 384"
 b() { echo "== $*"; env "$@" 2>&1 | grep -E "prefill |decode |dispatch|error|Error"; }
 # Variants: "ENV=VAL ..." strings, one line each, from $FORGE_PERF_VARIANTS (default: the build's own).

@@ -5,13 +5,7 @@
 #   tools/device/top_nvml.sh            (after tools/device/bundle.sh; about 1 minute)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-for deb in "$root"/.gl/*.deb; do dpkg -x "$deb" /; done
-ldconfig
-mkdir -p /tmp/forge && tar -C /tmp/forge -xJf "$root/.device/bundle.tar.xz"
-bin=/tmp/forge/bin
-export LD_LIBRARY_PATH="$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-[ -e "$icd" ] && export VK_DRIVER_FILES="$icd"
+source "$root/tools/device/env.sh"
 # ncurses needs a terminfo entry; bundle.sh carries xterm-256color's.
 export TERMINFO="$bin/terminfo" TERM=xterm-256color LANG=C.UTF-8
 python3 - "$bin/forge" "$root/models" <<'PY'

@@ -8,13 +8,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:?usage: train_char.sh OUT_DIR [flags]}
 shift
-for deb in "$root"/.gl/*.deb; do dpkg -x "$deb" /; done
-ldconfig
-mkdir -p /tmp/forge && tar -C /tmp/forge -xJf "$root/.device/bundle.tar.xz"
-bin=/tmp/forge/bin
-export LD_LIBRARY_PATH="$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-[ -e "$icd" ] && export VK_DRIVER_FILES="$icd"
+source "$root/tools/device/env.sh"
 xz -dc "$root/.device/sotu.txt.xz" > /tmp/sotu.txt
 run=/tmp/forge-char
 start=$(date +%s)

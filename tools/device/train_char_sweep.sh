@@ -16,13 +16,7 @@ recent=${RECENT_SECONDS:-0}
 out=${1:?usage: train_char_sweep.sh OUT_DIR SECONDS "NAME FLAGS..." ...}
 budget=${2:?usage: train_char_sweep.sh OUT_DIR SECONDS "NAME FLAGS..." ...}
 shift 2
-for deb in "$root"/.gl/*.deb; do dpkg -x "$deb" /; done
-ldconfig
-mkdir -p /tmp/forge && tar -C /tmp/forge -xJf "$root/.device/bundle.tar.xz"
-bin=/tmp/forge/bin
-export LD_LIBRARY_PATH="$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-[ -e "$icd" ] && export VK_DRIVER_FILES="$icd"
+source "$root/tools/device/env.sh"
 xz -dc "$root/.device/sotu.txt.xz" > /tmp/sotu.txt
 tail -c 100000 /tmp/sotu.txt > /tmp/tail.txt
 [ "$recent" -gt 0 ] && xz -dc "$root/.device/sotu-recent.txt.xz" > /tmp/recent.txt

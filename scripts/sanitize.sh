@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The second build of scripts/test.sh: the library, the tests and the libFuzzer harnesses with
+# clang under AddressSanitizer + UndefinedBehaviorSanitizer (build-sanitize/, or
+# $FORGE_SANITIZE_BUILD_DIR), then the whole test suite in it and every harness for SECONDS
+# (default 30) from its committed seeds (fuzz/run.sh). Fails on any sanitizer report, failing
+# test or fuzzer crash. Extra arguments go to CMake.
+#   scripts/sanitize.sh [SECONDS] [CMAKE_ARGS...]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+seconds=${1:-30}
+shift $(($# > 0 ? 1 : 0))
+build="${FORGE_SANITIZE_BUILD_DIR:-$root/build-sanitize}"
+CXX=clang++ FORGE_BUILD_DIR="$build" bash "$root/scripts/build.sh" -DFORGE_BUILD_FUZZ=ON \
+  -DFORGE_BUILD_TESTS=ON -DFORGE_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
+# Every child the tests start (the CLI, mpirun's ranks) inherits these. Leaks are checked in
+# our processes; the Vulkan driver's own allocations at exit are not ours to fix.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=0}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$root/scripts/lsan.supp:print_suppressions=0}"
+ctest --test-dir "$build" --output-on-failure -j "$(nproc)" --timeout 1800
+FORGE_FUZZ_BUILD_DIR="$build" bash "$root/fuzz/run.sh" "$seconds"
