@@ -103,10 +103,10 @@ TEST(Gpt2Config, WrongJsonTypesNameTheField) {
       {R"("scale_attn_weights": 1)", "'scale_attn_weights' must be a boolean"},
       {R"("n_positions": 18446744073709551615)", "'n_positions' = 18446744073709551615 is out"},
   };
-  for (const auto& [extra, needle] : cases) {
-    SCOPED_TRACE(extra);
-    expect_error([&] { Gpt2Config::from_json(config_with(extra), "cfg.json"); },
-                 "cfg.json: " + needle);
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.first);
+    expect_error([&] { Gpt2Config::from_json(config_with(c.first), "cfg.json"); },
+                 "cfg.json: " + c.second);
   }
   expect_error([] { Gpt2Config::from_json(R"({"n_layer": true})", "cfg.json"); },
                "cfg.json: 'n_layer' must be an integer, got true");
@@ -188,9 +188,9 @@ TEST(Gpt2Config, NonPositiveOrOutOfRangeFieldsAreRefused) {
        "layer_norm_epsilon 1e+300 must be positive and fit f32"},
       {R"({"eos_token_id": 50257})", "eos_token_id 50257 is outside the vocabulary of 50257"},
   };
-  for (const auto& [text, needle] : cases) {
-    SCOPED_TRACE(text);
-    expect_error([&] { Gpt2Config::from_json(text, "c.json"); }, "c.json: " + needle);
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.first);
+    expect_error([&] { Gpt2Config::from_json(c.first, "c.json"); }, "c.json: " + c.second);
   }
 }
 

@@ -106,6 +106,10 @@ class Backend {
   virtual void attention_step(const Tensor& out, const Tensor* probs, const Tensor& qkv,
                               const Tensor& cache_k, const Tensor& cache_v, int64_t pos,
                               float alpha) = 0;
+  /// out [B, c] and qkv [B, 3c]; cache_k[b], cache_v[b] and pos[b] are sequence b's.
+  virtual void attention_steps(const Tensor& out, const Tensor& qkv,
+                               std::span<const Tensor> cache_k, std::span<const Tensor> cache_v,
+                               std::span<const int64_t> pos, float alpha) = 0;
   virtual void attention_prefill(const Tensor& out, const Tensor& qkv, const Tensor& cache_k,
                                  const Tensor& cache_v, int64_t pos, float alpha) = 0;
   virtual void argmax(const Tensor& out_ids, const Tensor& x) = 0;

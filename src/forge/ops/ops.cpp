@@ -161,11 +161,7 @@ Tensor attention_steps(const Tensor& qkv, std::span<const Tensor> cache_k,
   const int64_t d = caches[2];
   Tensor out = Tensor::empty({static_cast<int64_t>(b), caches[0] * d}, DType::F32, qkv.device());
   const float alpha = 1.0f / std::sqrt(static_cast<float>(d));
-  for (size_t i = 0; i < b; ++i) {
-    const int64_t r = static_cast<int64_t>(i);
-    backend_of(qkv).attention_step(out.rows(r, r + 1), nullptr, qkv.rows(r, r + 1), cache_k[i],
-                                   cache_v[i], pos[i], alpha);
-  }
+  backend_of(qkv).attention_steps(out, qkv, cache_k, cache_v, pos, alpha);
   return out;
 }
 

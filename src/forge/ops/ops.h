@@ -64,8 +64,8 @@ Tensor attention_step(const Tensor& qkv, const Tensor& cache_k, const Tensor& ca
 /// attention_step for B independent sequences (a batched decode step): row b of qkv [B, 3c] is
 /// sequence b's token, cache_k[b] and cache_v[b] its caches (equal shapes for every b, distinct
 /// per sequence) and pos[b] its length. Returns [B, c] whose row b is attention_step of row b,
-/// bit for bit: each sequence runs its own kernel, since its caches are buffers of their own and
-/// a step's attention is small next to the matmuls the batch shares.
+/// bit for bit. On a GPU, sequences whose caches share buffers (Gpt2::new_cache places them so)
+/// go through one kernel: one per sequence would cost a dispatch and a barrier each.
 Tensor attention_steps(const Tensor& qkv, std::span<const Tensor> cache_k,
                        std::span<const Tensor> cache_v, std::span<const int64_t> pos);
 /// Several tokens' cached attention, fused (a prefill: one kernel per layer instead of seven, and

@@ -170,6 +170,17 @@ class CpuBackend final : public Backend {
     cpu::attention_step(pool_, f(out), probs ? f(*probs) : nullptr, f(qkv), f(cache_k), f(cache_v),
                         cache_k.dim(0), cache_k.dim(1), cache_k.dim(2), pos, alpha);
   }
+  void attention_steps(const Tensor& out, const Tensor& qkv, std::span<const Tensor> cache_k,
+                       std::span<const Tensor> cache_v, std::span<const int64_t> pos,
+                       float alpha) override {
+    const int64_t c = out.dim(1);
+    for (size_t b = 0; b < pos.size(); ++b) {
+      const int64_t r = static_cast<int64_t>(b);
+      cpu::attention_step(pool_, f(out) + r * c, nullptr, f(qkv) + r * 3 * c, f(cache_k[b]),
+                          f(cache_v[b]), cache_k[b].dim(0), cache_k[b].dim(1), cache_k[b].dim(2),
+                          pos[b], alpha);
+    }
+  }
   void attention_prefill(const Tensor& out, const Tensor& qkv, const Tensor& cache_k,
                          const Tensor& cache_v, int64_t pos, float alpha) override {
     cpu::attention_prefill(pool_, f(out), f(qkv), f(cache_k), f(cache_v), qkv.dim(0),

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <mutex>
 #include <optional>
+#include <span>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 
@@ -323,6 +325,69 @@ class WebGpuBackend final : public Backend {
         0};
     run("attention_step", "rwwww", {vq.binding, vk.binding, vv.binding, vo.binding, vp.binding}, p,
         {u32(cache_k.dim(0)), 1, 1});
+  }
+
+  void attention_steps(const Tensor& out, const Tensor& qkv, std::span<const Tensor> cache_k,
+                       std::span<const Tensor> cache_v, std::span<const int64_t> pos,
+                       float alpha) override {
+    // Sequences in order of their caches' places, cut into runs whose keys fit one binding and
+    // values another: a run is one dispatch (one per sequence where caches are buffers apart).
+    std::vector<size_t> order(pos.size());
+    for (size_t b = 0; b < order.size(); ++b) order[b] = b;
+    const auto place = [&](size_t b) {
+      return std::tuple(&cache_k[b].buffer(), &cache_v[b].buffer(), cache_k[b].offset());
+    };
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return place(a) < place(b); });
+    const View vq = view(qkv), vo = view(out);
+    for (size_t begin = 0; begin < order.size();) {
+      const Tensor& k0 = cache_k[order[begin]];
+      const Tensor& v0 = cache_v[order[begin]];
+      int64_t k_first = extent(k0).first, k_last = extent(k0).second;
+      int64_t v_first = extent(v0).first, v_last = extent(v0).second;
+      size_t end = begin + 1;
+      for (; end < order.size(); ++end) {
+        const Tensor& k = cache_k[order[end]];
+        const Tensor& v = cache_v[order[end]];
+        if (&k.buffer() != &k0.buffer() || &v.buffer() != &v0.buffer()) break;
+        const int64_t kf = std::min(k_first, extent(k).first);
+        const int64_t kl = std::max(k_last, extent(k).second);
+        const int64_t vf = std::min(v_first, extent(v).first);
+        const int64_t vl = std::max(v_last, extent(v).second);
+        if (!fits(kf, kl) || !fits(vf, vl)) break;
+        k_first = kf, k_last = kl, v_first = vf, v_last = vl;
+      }
+      const View vk = window(k0.buffer(), k_first, k_last);
+      const View vv = window(v0.buffer(), v_first, v_last);
+      std::vector<uint32_t> seqs;
+      for (size_t i = begin; i < end; ++i) {
+        const size_t b = order[i];
+        seqs.insert(seqs.end(),
+                    {u32(static_cast<int64_t>(b)), u32(cache_k[b].offset() - k_first + vk.offset),
+                     u32(cache_v[b].offset() - v_first + vv.offset), u32(pos[b])});
+      }
+      struct {
+        uint32_t n_head, d, capacity, off_qkv, off_out;
+        float alpha;
+        uint32_t pad0, pad1;
+      } p{u32(k0.dim(0)), u32(k0.dim(2)), u32(k0.dim(1)), vq.offset, vo.offset, alpha, 0, 0};
+      run("attention_steps", "rwwwr",
+          {vq.binding, vk.binding, vv.binding, vo.binding, sequence_table(seqs)}, p,
+          {u32(k0.dim(0)), u32(static_cast<int64_t>(end - begin)), 1});
+      begin = end;
+    }
+  }
+
+  /// A device copy of attention_steps' sequence table. Every layer of a step has the same
+  /// table, so the last few are kept and only a new one is written.
+  gpu::Binding sequence_table(const std::vector<uint32_t>& seqs) {
+    for (const auto& [content, buffer] : tables_) {
+      if (content == seqs) return {buffer.get(), 0, seqs.size() * 4};
+    }
+    if (tables_.size() == 8) tables_.erase(tables_.begin());
+    auto buffer = ctx_->buffer(seqs.size() * 4);
+    ctx_->write(*buffer, 0, seqs.data(), seqs.size() * 4);
+    tables_.emplace_back(seqs, std::move(buffer));
+    return {tables_.back().second.get(), 0, seqs.size() * 4};
   }
 
   void attention_prefill(const Tensor& out, const Tensor& qkv, const Tensor& cache_k,
@@ -821,6 +886,7 @@ class WebGpuBackend final : public Backend {
   int64_t attention_chunk_;
   int64_t short_k_max_;
   bool online_softmax_;
+  std::vector<std::pair<std::vector<uint32_t>, std::shared_ptr<gpu::Buffer>>> tables_;
   std::shared_ptr<gpu::Buffer> scratch_;  // split-k sums, attention chunks (scratch_binding)
   uint64_t scratch_bytes_ = 0;
   bool embedding_pending_ = false;

@@ -262,14 +262,14 @@ void Gpt2::check_ids(std::span<const uint32_t> ids) const {
   }
 }
 
+Gpt2::Gpt2(Gpt2Config config, Device device)
+    : config_(std::move(config)),
+      device_(std::move(device)),
+      caches_(std::make_shared<KvArena>(Shape{config_.n_head, config_.n_ctx, config_.head_dim()},
+                                        config_.n_layer, device_)) {}
+
 KvCache Gpt2::new_cache() const {
-  KvCache cache;
-  const Shape shape{config_.n_head, config_.n_ctx, config_.head_dim()};
-  for (int64_t l = 0; l < config_.n_layer; ++l) {
-    cache.k.push_back(Tensor::zeros(shape, DType::F32, device_));
-    cache.v.push_back(Tensor::zeros(shape, DType::F32, device_));
-  }
-  return cache;
+  return caches_->acquire();
 }
 
 struct Gpt2::Pass {
@@ -285,7 +285,7 @@ struct Gpt2::Pass {
 nn::Var Gpt2::attention(const Gpt2Block& block, const nn::Var& x, int64_t batch,
                         std::span<KvCache* const> caches, size_t layer, Pass& pass) const {
   const nn::Var qkv = block.c_attn(x);
-  if (caches.size() > 1) {  // a batched decode step: one fused kernel per sequence
+  if (caches.size() > 1) {  // a batched decode step: fused kernels over the caches' buffers
     std::vector<Tensor> k, v;
     std::vector<int64_t> pos;
     for (const KvCache* c : caches) {

@@ -3,12 +3,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "forge/models/gpt2/config.h"
+#include "forge/models/gpt2/kv_arena.h"
 #include "forge/nn/layers.h"
 
 namespace forge {
@@ -29,6 +31,7 @@ struct Gpt2Block {
 struct KvCache {
   std::vector<Tensor> k, v;
   int64_t length = 0;
+  std::shared_ptr<void> slot;  // its place in the model's KvArena, given back with the last copy
 };
 
 /// Post-softmax attention probabilities of one forward: layer l is [n_head, t, kv_len].
@@ -99,6 +102,7 @@ class Gpt2 {
   Tensor hidden(std::span<const uint32_t> ids, int64_t batch = 1,
                 AttentionTrace* trace = nullptr) const;
 
+  /// A zeroed cache from the model's KvArena (caches side by side, for batched steps).
   KvCache new_cache() const;
   /// Appends ids to the cache; returns hidden states after ln_f for them, [t, c].
   Tensor prefill(KvCache& cache, std::span<const uint32_t> ids,
@@ -140,7 +144,7 @@ class Gpt2 {
  private:
   struct Pass;  // one forward's tape, dropout and attention trace (gpt2.cpp)
 
-  Gpt2(Gpt2Config config, Device device) : config_(std::move(config)), device_(std::move(device)) {}
+  Gpt2(Gpt2Config config, Device device);
   /// Every parameter from `file` (a SafetensorsFile or CompactCheckpoint), shapes checked.
   template <typename File>
   static Gpt2 from_file(const Gpt2Config& config, const File& file, const std::string& path,
@@ -172,6 +176,7 @@ class Gpt2 {
   nn::Embedding embed_;
   std::vector<Gpt2Block> blocks_;
   nn::LayerNorm ln_f_;
+  std::shared_ptr<KvArena> caches_;
 };
 
 /// The n most probable next tokens of one logits row (softmax without temperature).
