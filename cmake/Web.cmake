@@ -27,7 +27,7 @@ if(NOT FORGE_CHAR_CLASS_RANGES OR NOT EXISTS ${FORGE_CHAR_CLASS_RANGES})
 endif()
 
 file(GLOB_RECURSE FORGE_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/forge/*.cpp)
-list(FILTER FORGE_SOURCES EXCLUDE REGEX "/(dawn_context|dawn_loader)\\.cpp$|/train/")
+list(FILTER FORGE_SOURCES EXCLUDE REGEX "/(platform_dawn|dawn_loader|adapter)\\.cpp$|/train/")
 add_library(forge STATIC ${FORGE_SOURCES})
 target_include_directories(forge PUBLIC ${PROJECT_SOURCE_DIR}/src)
 target_include_directories(forge SYSTEM PUBLIC ${FORGE_HOST_INCLUDE})

@@ -1,5 +1,5 @@
 // --js-library for forge_wasm (not part of the site): fixes to Emscripten 3.1.6's WebGPU glue
-// for the API browsers ship now, and the waits browser_context.cpp makes through Asyncify.
+// for the API browsers ship now, and the waits platform_browser.cpp makes through Asyncify.
 mergeInto(LibraryManager.library, {
   // 3.1.6 calls pass.dispatch / dispatchIndirect, renamed dispatchWorkgroups* in the spec.
   wgpuComputePassEncoderDispatch__deps: ['$WebGPU'],

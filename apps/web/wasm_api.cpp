@@ -87,7 +87,7 @@ EMSCRIPTEN_KEEPALIVE const char* forge_error() {
   return g_error.c_str();
 }
 
-/// backend: "cpu", or "webgpu" on the device JS handed in (browser_context.cpp).
+/// backend: "cpu", or "webgpu" on the device JS handed in (webgpu/platform_browser.cpp).
 EMSCRIPTEN_KEEPALIVE Runtime* forge_runtime_create(const char* backend) {
   return guarded<Runtime*>(nullptr, [&] {
     const std::string want = backend;

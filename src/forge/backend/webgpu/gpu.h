@@ -1,10 +1,11 @@
 // The one internal GPU interface: context, buffer, kernel, command batch, async readback.
-// The WebGPU backend's kernels talk only to this; no WebGPU struct leaks past it. Dawn sits
-// behind it now (dawn_context.cpp); the browser's 2022 webgpu.h will sit behind it later.
+// The WebGPU backend's kernels talk only to this; no WebGPU struct leaks past it. One
+// implementation (context.cpp) serves native Dawn and the browser's 2022 webgpu.h, over
+// platform.h's shim.
 //
 // Async first (the browser cannot block): readback returns a Future; the blocking read() is a
-// facade that waits on it. A Context is used by one thread at a time; several contexts may live
-// on several threads at once.
+// facade that waits on it (in the browser the wait suspends through Asyncify). A Context is used by
+// one thread at a time; several contexts may live on several threads at once.
 #pragma once
 
 #include <cstdint>
@@ -45,8 +46,8 @@ struct AdapterInfo {
   bool is_null() const { return backend == "null"; }
 };
 
-/// Every adapter Dawn offers on this machine (Null included, flagged). Throws forge::Error when
-/// the library cannot be loaded.
+/// Every adapter Dawn offers on this machine (Null included, flagged); in the browser, the one
+/// the page handed in (none before it did). Throws forge::Error when Dawn cannot be loaded.
 std::vector<AdapterInfo> list_adapters();
 
 /// A device buffer. Memory comes from the context's pool and goes back to it when the last
@@ -95,8 +96,9 @@ struct Read {
   uint64_t bytes = 0;
 };
 
-/// The completion of asynchronous work. wait() blocks (native only); ready() polls. A Future
-/// must be done before its Context is destroyed.
+/// The completion of asynchronous work. wait() blocks (in the browser: suspends); ready() polls
+/// without waiting (in the browser nothing completes before a wait). A Future must be done
+/// before its Context is destroyed.
 class Future {
  public:
   struct State {
@@ -165,8 +167,9 @@ class Context {
   virtual Counters counters() const = 0;
 };
 
-/// Creates a Dawn context (blocking facade over the async adapter and device requests).
-/// Throws forge::Error saying exactly what is missing: library, Vulkan, a real adapter.
+/// Creates a context: natively on the adapter options.adapter picks (blocking facade over the
+/// async adapter and device requests), in the browser on the device the page handed in. Throws
+/// forge::Error saying exactly what is missing: library, Vulkan, a real adapter, the device.
 std::unique_ptr<Context> create_context(const ContextOptions& options);
 
 }  // namespace forge::gpu
