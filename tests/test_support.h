@@ -4,13 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "forge/core/error.h"
 #include "forge/core/tensor.h"
+#include "forge/serialization/file_io.h"
 
 namespace forge::test {
 
@@ -19,9 +19,7 @@ inline std::string golden_dir(const std::string& name) {
 }
 
 inline nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("test data missing: " + path);
-  return nlohmann::json::parse(in);
+  return nlohmann::json::parse(read_regular_file(path));
 }
 
 /// Largest |a − b| over two equally long vectors.

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <sstream>
 
 #include "forge/core/random.h"
 #include "forge/optim/adamw.h"
@@ -121,7 +121,7 @@ TEST(Trainer, ResumeContinuesBitIdenticallyToAnUninterruptedRun) {
   EXPECT_TRUE(bit_identical(parameters(uninterrupted.model()), parameters(resumed->model())));
   // The logs agree row for row, too (the timing columns aside).
   auto losses = [](const std::string& dir) {  // step, lr, train_loss, val_loss of every row
-    std::ifstream in(dir + "/train_log.csv");
+    std::istringstream in(read_regular_file(dir + "/train_log.csv"));
     std::vector<std::string> rows;
     for (std::string line; std::getline(in, line);) {
       size_t end = 0;

@@ -31,7 +31,9 @@ class InputFile {
 
 /// The whole of a regular file, read through InputFile, so the read is bounded by the size the
 /// file had when opened; a FIFO, device or directory is an error naming the path (never a hang
-/// or an endless read).
+/// or an endless read). The one whole-file reader: the library, the CLI, the tests and the
+/// benchmarks all read through it rather than each looping over a stream. (Not for /proc files,
+/// whose size reads as 0: those are parsed as streams.)
 std::string read_regular_file(const std::string& path);
 
 /// Writes `path` atomically: bytes go to `path.tmp.<pid>`; commit() fsyncs and renames it over
