@@ -36,6 +36,12 @@ class InputFile {
 /// whose size reads as 0: those are parsed as streams.)
 std::string read_regular_file(const std::string& path);
 
+/// Appends `text` to the existing regular file `path` in one write(2) on a descriptor opened
+/// O_APPEND, then fdatasync: what the file held is never rewritten. A short write (a full disk)
+/// is cut back off, so on an error the file is as it was. A kill cannot tear a one-page write in
+/// practice; should one ever, the line lacks its newline, which line-based readers drop.
+void append_to_file(const std::string& path, const std::string& text);
+
 /// Writes `path` atomically: bytes go to `path.tmp.<pid>`; commit() fsyncs and renames it over
 /// `path`. Destroyed without a successful commit(), the temporary is removed, so a failure or a
 /// crash never leaves a half-written file under the final name.
