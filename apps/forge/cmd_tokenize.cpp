@@ -32,6 +32,7 @@ void print_tokens_json(const Tokenizer& tokenizer, const std::vector<uint32_t>& 
 
 void run_tokenize(const TokenizeArgs& args) {
   FORGE_CHECK(args.text.empty() != args.file.empty(), "give exactly one of --text and --file");
+  check_model_found(args.model_dir);
   const std::unique_ptr<Tokenizer> tokenizer = Tokenizer::from_directory(args.model_dir);
   const std::vector<uint32_t> ids =
       tokenizer->encode(args.text.empty() ? read_file(args.file) : args.text);

