@@ -4,13 +4,14 @@
 #   tests/scripts/generate_args_test.sh [path/to/scripts/generate.sh]
 set -euo pipefail
 script="${1:-$(dirname "$0")/../../scripts/generate.sh}"
-# shellcheck source=../../scripts/generate.sh
+# shellcheck disable=SC1090  # the path is an argument
 source "$script"
 failures=0
 expect() {
   local want="$1"
   shift
   with_defaults "$@"
+  # shellcheck disable=SC2154  # with_defaults sets args
   local got="${args[*]}"
   if [[ "$got" != "$want" ]]; then
     echo "FAIL: generate.sh $*"
