@@ -8,7 +8,6 @@
 #include "forge/backend/cpu/cpu_backend.h"
 #include "forge/backend/webgpu/webgpu_backend.h"
 #include "forge/core/error.h"
-#include "forge/serialization/file_io.h"
 #include "progress.h"
 
 namespace forge::cli {
@@ -146,10 +145,6 @@ std::vector<uint32_t> parse_ids(const std::string& text) {
   }
   FORGE_CHECK(!ids.empty(), "empty id list");
   return ids;
-}
-
-std::string read_file(const std::string& path) {
-  return read_regular_file(path);
 }
 
 void print_json(const nlohmann::json& value) {

@@ -56,8 +56,6 @@ LoadedModel load_model(const std::string& dir, const Device& device, bool quiet)
 
 /// "1,2,3" → ids; errors name the bad entry.
 std::vector<uint32_t> parse_ids(const std::string& text);
-/// The contents of a file; errors name the path.
-std::string read_file(const std::string& path);
 /// Prints JSON on one line to stdout.
 void print_json(const nlohmann::json& value);
 
