@@ -17,17 +17,12 @@
 #include <vector>
 
 #include "forge/core/error.h"
+#include "forge/serialization/file_io.h"
 #include "forge/tokenizer/tokenizer.h"
 
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  FORGE_CHECK(in.good(), "cannot open {}", path.string());
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
 
 // The repository: the first ancestor of the working directory, then of this executable,
 // that holds the GPT-2 files and the tiktoken scripts.
@@ -57,7 +52,7 @@ Corpus sotu_corpus(const fs::path& root) {
   }
   std::sort(files.begin(), files.end());
   Corpus corpus;
-  for (const fs::path& f : files) corpus.text += read_file(f);
+  for (const fs::path& f : files) corpus.text += forge::read_regular_file(f);
   corpus.files = files.size();
   return corpus;
 }
@@ -84,7 +79,7 @@ Tiktoken run_tiktoken(const fs::path& root, const std::string& text, int runs) {
               command, status);
   Tiktoken result;
   result.mb_per_s = nlohmann::json::parse(out)["mb_per_s"].get<double>();
-  const std::string ids = read_file(dir / "ids.bin");
+  const std::string ids = forge::read_regular_file(dir / "ids.bin");
   result.ids.resize(ids.size() / 4);
   std::memcpy(result.ids.data(), ids.data(), result.ids.size() * 4);
   fs::remove_all(dir);

@@ -12,9 +12,9 @@ if(FORGE_CLI_SOURCES)
   target_include_directories(forge_cli PRIVATE ${PROJECT_SOURCE_DIR}/apps/forge)
   target_link_libraries(forge_cli PRIVATE forge CLI11::CLI11 PkgConfig::MHD PkgConfig::NCURSESW
                                           forge_warnings ${CMAKE_DL_LIBS})
-  target_compile_definitions(forge_cli PRIVATE FORGE_DEFAULT_MODEL="${PROJECT_SOURCE_DIR}/models/forge-char"
-                                               FORGE_DEFAULT_SITE="${PROJECT_SOURCE_DIR}/build-web/site"
-                                               FORGE_DEFAULT_MODELS="${PROJECT_SOURCE_DIR}/models")
+  # The last place the CLI looks for the files it ships (models/, build-web/site): after beside
+  # the binary and $FORGE_HOME (apps/forge/cli.h, find_tree_dir).
+  target_compile_definitions(forge_cli PRIVATE FORGE_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 endif()
 file(GLOB FORGE_EXAMPLES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/examples/*.cpp)
 foreach(example ${FORGE_EXAMPLES})

@@ -7,10 +7,10 @@ if(NOT FORGE_WEB)  # the browser build uses Emscripten's own webgpu.h and no Daw
   endif()
   # PUBLIC so tests can prove the ABI-compat header against the raw library.
   target_include_directories(forge SYSTEM PUBLIC ${FORGE_DAWN_INCLUDE})
+  # The source tree is the last place Dawn and the Vulkan loader are looked for, after beside the
+  # binary and $FORGE_HOME (dawn_loader.cpp).
   set_property(SOURCE ${PROJECT_SOURCE_DIR}/src/forge/backend/webgpu/dawn_loader.cpp APPEND PROPERTY
-    COMPILE_DEFINITIONS
-    FORGE_DAWN_DEFAULT_LIB="${PROJECT_SOURCE_DIR}/third_party/npm/node_modules/bun-webgpu-linux-x64/libwebgpu_wrapper.so"
-    FORGE_VULKAN_DEFAULT_LIB="${PROJECT_SOURCE_DIR}/third_party/vulkan/lib/libvulkan.so.1")
+    COMPILE_DEFINITIONS FORGE_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 endif()
 
 file(GLOB FORGE_WGSL CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/forge/backend/webgpu/kernels/*.wgsl)

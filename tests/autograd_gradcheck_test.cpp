@@ -8,6 +8,7 @@
 
 #include "forge/autograd/functions.h"
 #include "forge/core/random.h"
+#include "forge/ops/ops.h"
 #include "test_support.h"
 
 namespace forge {
@@ -107,6 +108,23 @@ TEST(Gradcheck, ElementwiseAddMulScaleGelu) {
             {random_tensor({3, 4}, 10), random_tensor({3, 4}, 11)});
   gradcheck([](const auto& v) { return autograd::scale(v[0], -1.5f); }, {random_tensor({7}, 12)});
   gradcheck([](const auto& v) { return autograd::gelu(v[0]); }, {random_tensor({4, 6}, 13, 2.0f)});
+}
+
+TEST(Gradcheck, AddMatmulOnTheTapeAndIntoAHandedOverResidualOffIt) {
+  // Off the tape the residual's values are written, so the check hands over a copy of them.
+  const auto handed_over = [](const Var& r) {
+    return r.tape() ? r : Var(r.value().to(r.value().device()));
+  };
+  gradcheck(
+      [&](const auto& v) { return autograd::add_matmul(handed_over(v[0]), v[1], v[2], {}, v[3]); },
+      {random_tensor({3, 5}, 30), random_tensor({3, 4}, 31), random_tensor({4, 5}, 32),
+       random_tensor({5}, 33)});
+  const Tensor r = random_tensor({3, 5}, 34), a = random_tensor({3, 4}, 35),
+               b = random_tensor({4, 5}, 36), bias = random_tensor({5}, 37);
+  Var residual(r.to(r.device()));
+  const Var sum = autograd::add_matmul(std::move(residual), Var(a), Var(b), {}, Var(bias));
+  EXPECT_FALSE(residual.value().defined()) << "the caller's Var was handed over";
+  EXPECT_LE(test::max_abs_diff(sum.value(), ops::add(r, ops::matmul(a, b, {}, bias))), 1e-5f);
 }
 
 TEST(Gradcheck, LayerNormInInputWeightAndBias) {

@@ -1,5 +1,6 @@
 // The forge CLI as a script sees it: JSON on stdout, exit status, errors on stderr.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -46,6 +47,46 @@ TEST(Cli, TokenizeAndInfoSpeakJson) {
   const auto info = json_of(forge_cli("info --model " + kChar + " --format json"));
   EXPECT_EQ(info["model"]["n_layer"], 2);
   EXPECT_EQ(info["backends"][0]["backend"], "cpu");
+}
+
+TEST(Cli, AMovedBinaryFindsTheShippedModelBesideItThenInForgeHomeThenInTheSourceTree) {
+  namespace fs = std::filesystem;
+  const fs::path root =
+      fs::temp_directory_path() / ("forge_cli_moved_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root / "bin");
+  const std::string forge = (root / "bin/forge").string();
+  fs::copy_file(FORGE_CLI, forge);
+  const auto ship = [](const fs::path& tree) {
+    fs::create_directories(tree / "models/forge-char");
+    for (const char* f : {"config.json", "model.compact", "vocab.json"}) {
+      fs::copy_file(std::string(FORGE_SOURCE_DIR) + "/models/forge-char/" + f,
+                    tree / "models/forge-char" / f);
+    }
+  };
+  const auto info = [&](const std::string& env) {
+    return json_of(test::shell_run("env -u FORGE_HOME " + env + " " + forge +
+                                   " info --backend cpu --format json"))["model"];
+  };
+  // Nothing beside the copy and no FORGE_HOME: the source tree it was built from.
+  nlohmann::json model = info("");
+  EXPECT_EQ(model["found"], "in the source tree");
+  EXPECT_EQ(model["dir"], std::string(FORGE_SOURCE_DIR) + "/models/forge-char");
+  // A tree in FORGE_HOME comes before the source tree, and generation runs from it.
+  ship(root / "home");
+  const std::string home = "FORGE_HOME=" + (root / "home").string();
+  model = info(home);
+  EXPECT_EQ(model["found"], "in $FORGE_HOME");
+  EXPECT_EQ(model["dir"], (root / "home/models/forge-char").string());
+  const CliRun gen = test::shell_run(
+      home + " " + forge + " generate --backend cpu --prompt 'the ' --max-tokens 4 --greedy");
+  EXPECT_EQ(gen.status, 0) << gen.out;
+  // Files carried beside the binary come first of all.
+  ship(root / "bin");
+  model = info(home);
+  EXPECT_EQ(model["found"], "beside the binary");
+  EXPECT_EQ(model["dir"], (root / "bin/models/forge-char").string());
+  fs::remove_all(root);
 }
 
 TEST(Cli, BadInputFailsWithAClearMessageAndStatusOne) {

@@ -3,19 +3,17 @@
 #include "forge/serialization/compact.h"
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <limits>
 #include <random>
 
+#include "cli_run.h"
 #include "forge/models/gpt2/gpt2.h"
 #include "forge/serialization/safetensors.h"
 #include "test_support.h"
@@ -350,26 +348,9 @@ TEST(CompactFormat, LoadersTellTheFormatByItsLeadingBytesNotItsName) {
 
 // --- forge convert, the real binary ----------------------------------------------------------
 
-struct CliRun {
-  int status;
-  std::string out;
-};
-
-CliRun forge_cli(const std::string& args) {
-  FILE* pipe = popen((std::string(FORGE_CLI) + " " + args + " 2>&1").c_str(), "r");
-  EXPECT_NE(pipe, nullptr);
-  std::string out;
-  std::array<char, 4096> chunk;
-  size_t n;
-  while ((n = fread(chunk.data(), 1, chunk.size(), pipe)) > 0) out.append(chunk.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-nlohmann::json json_of(const CliRun& run) {
-  EXPECT_EQ(run.status, 0) << run.out;
-  return nlohmann::json::parse(run.out.substr(run.out.find('{')));
-}
+using test::CliRun;
+using test::forge_cli;
+using test::json_of;
 
 TEST(CompactCli, SafetensorsToCompactToSafetensorsKeepsNamesShapesAndTheBound) {
   const TempDir tmp;
@@ -468,9 +449,7 @@ TEST(CompactCli, ConvertRefusesEverySpellingOfItsInputAsOutputAndLeavesItIntact)
     EXPECT_EQ(r.status, 1) << output;
     EXPECT_NE(r.out.find("are the same file"), std::string::npos) << output << ": " << r.out;
   }
-  std::ifstream a(golden, std::ios::binary), b(tmp.file("d/model.safetensors"), std::ios::binary);
-  EXPECT_TRUE(
-      std::equal(std::istreambuf_iterator<char>(a), {}, std::istreambuf_iterator<char>(b), {}));
+  EXPECT_TRUE(read_regular_file(golden) == read_regular_file(tmp.file("d/model.safetensors")));
 }
 
 }  // namespace

@@ -147,9 +147,8 @@ TEST(CouncilCli, InitFromFreezeKeepsFrozenTensorsBitIdenticalAndTrainsTheRest) {
     }
     EXPECT_GE(frozen_count, 4) << "wte, wpe and h.0's tensors";
     // The vocabulary is the ancestor's, and the freeze list is saved for a resume.
-    std::ifstream a(x.ancestor + "/vocab.json"), b(dir + "/vocab.json");
-    EXPECT_EQ(std::string(std::istreambuf_iterator<char>(a), {}),
-              std::string(std::istreambuf_iterator<char>(b), {}));
+    EXPECT_EQ(read_regular_file(x.ancestor + "/vocab.json"),
+              read_regular_file(dir + "/vocab.json"));
     EXPECT_EQ(test::read_json(dir + "/train_config.json")["freeze"],
               (std::vector<std::string>{"wte", "wpe", "h.0"}));
   }

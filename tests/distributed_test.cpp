@@ -5,19 +5,17 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
+#include "cli_run.h"
 #include "forge/core/random.h"
 #include "forge/models/gpt2/gpt2.h"
 #include "test_devices.h"
@@ -27,25 +25,11 @@ namespace forge {
 namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-struct Outcome {
-  int status;
-  std::string out;  // stdout and stderr together
-};
-
-Outcome shell(const std::string& command) {
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  EXPECT_NE(pipe, nullptr);
-  std::string out;
-  std::array<char, 4096> chunk;
-  size_t n;
-  while ((n = fread(chunk.data(), 1, chunk.size(), pipe)) > 0) out.append(chunk.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using test::CliRun;
+using test::shell_run;
 
 bool have_mpirun() {
-  return shell("command -v mpirun").status == 0;
+  return shell_run("command -v mpirun").status == 0;
 }
 
 /// mpirun as this machine allows it: as root it must be told so, and CI machines may have fewer
@@ -94,7 +78,7 @@ std::string train_args(const std::string& out, const TrainFlags& f = {}) {
 }
 
 /// step → training loss, from the JSON progress lines.
-std::map<int64_t, double> losses(const Outcome& run) {
+std::map<int64_t, double> losses(const CliRun& run) {
   std::map<int64_t, double> out;
   std::istringstream lines(run.out);
   std::string line;
@@ -147,9 +131,9 @@ TEST_F(Distributed, TwoRanksMatchOneProcessWithTheSameGlobalBatch) {
   for (const std::string& backend : test::devices_under_test()) {
     SCOPED_TRACE(backend);
     const std::string one = temp_dir("one_" + backend), two = temp_dir("two_" + backend);
-    const Outcome single = shell(train_args(one, {.backend = backend}));
+    const CliRun single = shell_run(train_args(one, {.backend = backend}));
     ASSERT_EQ(single.status, 0) << single.out;
-    const Outcome ranks = shell(mpirun("-np 2 " + train_args(two, {.backend = backend})));
+    const CliRun ranks = shell_run(mpirun("-np 2 " + train_args(two, {.backend = backend})));
     ASSERT_EQ(ranks.status, 0) << ranks.out;
     expect_same_losses(losses(single), losses(ranks));
     EXPECT_LE(max_parameter_diff(one, two), 1e-5f);
@@ -159,8 +143,8 @@ TEST_F(Distributed, TwoRanksMatchOneProcessWithTheSameGlobalBatch) {
     EXPECT_GT(summary.at("gradient_bytes_per_step").get<double>(), 0);
     EXPECT_EQ(ranks.out.find("{\"allreduce"), ranks.out.rfind("{\"allreduce"));
     // The 2-rank checkpoint is an ordinary one: one process resumes it, and says so.
-    const Outcome resumed = shell(std::string(FORGE_CLI) + " train --resume --out " + two +
-                                  " --steps 26 --backend " + backend + " --threads 1");
+    const CliRun resumed = shell_run(std::string(FORGE_CLI) + " train --resume --out " + two +
+                                     " --steps 26 --backend " + backend + " --threads 1");
     EXPECT_EQ(resumed.status, 0) << resumed.out;
     EXPECT_NE(resumed.out.find("written by a run of 2 rank(s), resumed on 1"), std::string::npos)
         << resumed.out;
@@ -169,12 +153,13 @@ TEST_F(Distributed, TwoRanksMatchOneProcessWithTheSameGlobalBatch) {
 
 TEST_F(Distributed, ResumedTwoRankRunEqualsUninterruptedOne) {
   const std::string whole = temp_dir("whole"), parts = temp_dir("parts");
-  const Outcome uninterrupted = shell(mpirun("-np 2 " + train_args(whole)));
+  const CliRun uninterrupted = shell_run(mpirun("-np 2 " + train_args(whole)));
   ASSERT_EQ(uninterrupted.status, 0) << uninterrupted.out;
-  const Outcome first = shell(mpirun("-np 2 " + train_args(parts) + " --stop-after 10"));
+  const CliRun first = shell_run(mpirun("-np 2 " + train_args(parts) + " --stop-after 10"));
   ASSERT_EQ(first.status, 0) << first.out;
-  const Outcome second = shell(mpirun("-np 2 " + std::string(FORGE_CLI) + " train --resume --out " +
-                                      parts + " --threads 1 --format json"));
+  const CliRun second =
+      shell_run(mpirun("-np 2 " + std::string(FORGE_CLI) + " train --resume --out " + parts +
+                       " --threads 1 --format json"));
   ASSERT_EQ(second.status, 0) << second.out;
   EXPECT_EQ(second.out.find("rank(s), resumed on"), std::string::npos) << second.out;
   std::map<int64_t, double> stitched = losses(first);
@@ -216,10 +201,8 @@ struct BackgroundRun {
     }
   }
   std::string log() const {
-    std::ifstream in(dir + "/log");
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
+    // The shell creates the log as it starts mpirun; until then there is nothing to read.
+    return fs::exists(dir + "/log") ? read_regular_file(dir + "/log") : std::string();
   }
   bool started() const { return log().find("\"step\":3") != std::string::npos; }
   /// Seconds until mpirun exited (or -1 after `limit` seconds); its status in *rc.
@@ -245,8 +228,8 @@ TEST_F(Distributed, KillingOneRankEndsTheOtherAndTheCheckpointSurvives) {
   EXPECT_NE(run.log().find("exited on signal 9"), std::string::npos) << run.log();
   // Checkpoints were being written every step: the latest one is whole, and a single process
   // resumes from it.
-  const Outcome resumed = shell(std::string(FORGE_CLI) + " train --resume --out " + run.dir +
-                                "/out --stop-after 1 --threads 1 --backend cpu");
+  const CliRun resumed = shell_run(std::string(FORGE_CLI) + " train --resume --out " + run.dir +
+                                   "/out --stop-after 1 --threads 1 --backend cpu");
   EXPECT_EQ(resumed.status, 0) << resumed.out;
 }
 
@@ -266,7 +249,7 @@ TEST_F(Distributed, AHungRankTimesOutWithAClearErrorOnTheOthers) {
 
 TEST_F(Distributed, RanksWithDifferentSeedsAreAnErrorNamingTheStep) {
   const std::string out = temp_dir("seeds");
-  const Outcome run = shell(
+  const CliRun run = shell_run(
       mpirun("-np 1 " + train_args(out) + " --seed 1 : -np 1 " + train_args(out) + " --seed 2"));
   EXPECT_NE(run.status, 0);
   EXPECT_NE(run.out.find("the parameters differ across ranks at step 0"), std::string::npos)
@@ -275,7 +258,7 @@ TEST_F(Distributed, RanksWithDifferentSeedsAreAnErrorNamingTheStep) {
 
 TEST_F(Distributed, AccumulationThatDoesNotSplitOverTheRanksIsRefused) {
   const std::string out = temp_dir("uneven");
-  const Outcome run = shell(mpirun("-np 2 " + train_args(out, {.accumulation = 3})));
+  const CliRun run = shell_run(mpirun("-np 2 " + train_args(out, {.accumulation = 3})));
   EXPECT_NE(run.status, 0);
   EXPECT_NE(run.out.find("--accumulation 3 does not deal evenly over 2 ranks"), std::string::npos)
       << run.out;

@@ -10,9 +10,12 @@
 
 #include "forge/core/error.h"
 #include "forge/ops/ops.h"
+#include "test_support.h"
 
 namespace forge {
 namespace {
+
+using test::max_abs_diff;
 
 Tensor random_tensor(const Shape& shape, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -20,17 +23,6 @@ Tensor random_tensor(const Shape& shape, uint32_t seed) {
   std::vector<float> v(shape.numel());
   for (auto& x : v) x = dist(rng);
   return Tensor::from_floats(v, shape, Device::cpu());
-}
-
-float max_abs_diff(const Tensor& a, const Tensor& b) {
-  const auto x = a.to_floats(), y = b.to_floats();
-  EXPECT_EQ(x.size(), y.size());
-  float worst = 0.0f;
-  for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
-    const float d = std::fabs(x[i] - y[i]);
-    worst = std::isnan(d) ? INFINITY : std::max(worst, d);
-  }
-  return worst;
 }
 
 TEST(FusedOps, GeluEpilogueEqualsMatmulThenGeluBitForBit) {

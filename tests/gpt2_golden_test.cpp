@@ -17,6 +17,10 @@ struct GoldenCase {
   std::string name;
   std::string device;
 };
+// How gtest (and so ctest's test names) shows a case, instead of its bytes.
+void PrintTo(const GoldenCase& c, std::ostream* os) {
+  *os << c.name << " on " << c.device;
+}
 
 class Gpt2Golden : public ::testing::TestWithParam<GoldenCase> {
  protected:

@@ -8,9 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -61,16 +59,7 @@ class HostileModel : public ::testing::Test {
   }
   /// forge <args> under a 60 s limit (status 124 when it hangs), with `env` set.
   static CliRun forge(const std::string& args, const std::string& env = "") {
-    const std::string command =
-        "env " + env + " timeout 60 " + std::string(FORGE_CLI) + " " + args + " 2>&1";
-    FILE* pipe = popen(command.c_str(), "r");
-    EXPECT_NE(pipe, nullptr);
-    std::string out;
-    std::array<char, 4096> chunk;
-    size_t n;
-    while ((n = fread(chunk.data(), 1, chunk.size(), pipe)) > 0) out.append(chunk.data(), n);
-    const int status = pclose(pipe);
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+    return test::shell_run("env " + env + " timeout 60 " + std::string(FORGE_CLI) + " " + args);
   }
   static void expect_error(const CliRun& r, const std::string& needle) {
     EXPECT_EQ(r.status, 1) << r.out;
@@ -104,7 +93,7 @@ TEST_F(HostileModel, AFifoOrDeviceAsConfigIsRefusedAtOnce) {
 
 TEST_F(HostileModel, AConfigThatDisagreesWithTheFilesTensorsIsRefusedBeforeAllocating) {
   const std::string dir = model("layers", small(4), 10);
-  nlohmann::json config = nlohmann::json::parse(std::ifstream(dir + "/config.json"));
+  nlohmann::json config = test::read_json(dir + "/config.json");
   config["n_layer"] = 2;  // half the model would run
   write(dir + "/config.json", config.dump());
   expect_error(forge("score --backend cpu --ids 1,2,3 --model " + dir),
@@ -218,7 +207,7 @@ TEST_F(HostileModel, TokenizeStreamsItsJsonInsteadOfBuildingItInMemory) {
                       path("out.json"));
   ASSERT_GT(rss, 0) << "forge tokenize failed";
   EXPECT_LT(rss, 400L << 20);
-  const nlohmann::json out = nlohmann::json::parse(std::ifstream(path("out.json")));
+  const nlohmann::json out = test::read_json(path("out.json"));
   ASSERT_EQ(out["count"], chars);
   ASSERT_EQ(out["ids"].size(), chars);
   ASSERT_EQ(out["tokens"].size(), chars);

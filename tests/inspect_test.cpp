@@ -31,11 +31,6 @@ void write(const fs::path& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
 }
 
-std::string read(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 /// The message Gpt2::load fails with for `dir`, or "" when it loads.
 std::string load_error(const std::string& dir) {
   try {
@@ -101,8 +96,8 @@ TEST_F(InspectTest, DescribesSafetensorsAndCompactWithoutLoading) {
 }
 
 TEST_F(InspectTest, RefusesWhatTheLoaderRefusesWithItsMessage) {
-  const std::string good = read(root_ / "good/model.safetensors");
-  std::string flipped = read(root_ / "compact4/model.compact");
+  const std::string good = read_regular_file(root_ / "good/model.safetensors");
+  std::string flipped = read_regular_file(root_ / "compact4/model.compact");
   flipped[flipped.size() / 2] ^= 0x20;
   Gpt2Config deeper = tiny();
   deeper.n_layer = 3;

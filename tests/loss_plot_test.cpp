@@ -8,9 +8,8 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
+#include "forge/serialization/file_io.h"
 #include "forge/train/font.h"
 
 namespace forge {
@@ -82,11 +81,8 @@ TEST(LossPlot, PngHasTextInTheAxisRegionsAndTheSvgHasLabelsAndLegend) {
   // A blank region stays blank: the text is where the layout puts it, not everywhere.
   EXPECT_EQ(d.dark_in(90, 70, 300, 90), 0);
 
-  std::ifstream in(dir / "loss.svg");
-  ASSERT_TRUE(in.good()) << "no SVG beside the PNG";
-  std::stringstream s;
-  s << in.rdbuf();
-  const std::string svg = s.str();
+  ASSERT_TRUE(fs::exists(dir / "loss.svg")) << "no SVG beside the PNG";
+  const std::string svg = read_regular_file(dir / "loss.svg");
   for (const char* text : {">Training loss<", ">train<", ">validation<", ">step<", "nats/token",
                            ">0<", ">500<", ">2.0<", ">4.0<"})
     EXPECT_NE(svg.find(text), std::string::npos) << text << " missing from the SVG";

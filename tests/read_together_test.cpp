@@ -72,7 +72,7 @@ TEST_P(ReadTogether, TopProbabilitiesAreTheHostSoftmaxsBest) {
 
 TEST(ReadTogetherAcrossDevices, IsAnError) {
   if (!test::webgpu_required() && !webgpu_available()) GTEST_SKIP() << "no WebGPU adapter";
-  const Tensor here = Tensor::from_floats({1.0f}, {1}, test::shared_webgpu_device());
+  const Tensor here = Tensor::from_floats({1.0f}, {1}, test::gpu());
   const Tensor there = Tensor::from_floats({2.0f}, {1}, Device::cpu());
   float x = 0.0f, y = 0.0f;
   EXPECT_THROW(read_together(std::vector<TensorRead>{{here, &x}, {there, &y}}), Error);

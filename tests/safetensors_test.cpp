@@ -10,7 +10,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <limits>
 
 #include "forge/core/error.h"
@@ -47,12 +46,6 @@ class TempDir {
  private:
   fs::path path_;
 };
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.good()) << path;
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -144,7 +137,7 @@ TEST(Safetensors, SavedHeaderIsSortedSpacePaddedToEightBytesWithContiguousData) 
                     {"a", Tensor::from_ids({9}, {1}, cpu)},
                     {"c", Tensor::from_floats({4, 5}, {1, 2}, cpu)}},
                    {{"format", "pt"}});
-  const std::string bytes = read_bytes(path);
+  const std::string bytes = read_regular_file(path);
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
   EXPECT_EQ(n % 8, 0u);
@@ -270,7 +263,7 @@ TEST(Safetensors, ReadingAnUnsupportedDtypeNamesTheTensorAndDtype) {
 
 /// The first `count` floats of `name`, read from the file with plain iostreams.
 std::vector<float> raw_floats(const SafetensorsFile& file, const std::string& name, int count) {
-  const std::string bytes = read_bytes(file.path());
+  const std::string bytes = read_regular_file(file.path());
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
   std::vector<float> values(count);
@@ -316,7 +309,7 @@ TEST(Safetensors, GoldenCharCheckpointReadsEveryTensorWithItsHeaderShape) {
 
 TEST(SafetensorsHostile, GoldenFileTruncatedAnywhereFailsAtOpenNamingTheProblem) {
   const TempDir dir;
-  const std::string whole = read_bytes(test::golden_dir("char") + "/model.safetensors");
+  const std::string whole = read_regular_file(test::golden_dir("char") + "/model.safetensors");
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(whole[i]);
   const uint64_t data_start = 8 + n;

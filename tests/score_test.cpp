@@ -15,6 +15,7 @@ namespace forge {
 namespace {
 
 using test::expect_error;
+using test::max_abs_diff;
 
 Gpt2Config small_config() {
   Gpt2Config c;
@@ -48,16 +49,6 @@ void score_window_directly(const Gpt2& model, const std::vector<uint32_t>& ids, 
   const size_t vocab = static_cast<size_t>(model.config().vocab_size);
   for (size_t t = first_target; t < end; ++t)
     out.push_back(reference_nll(logits.data() + (t - 1 - begin) * vocab, vocab, ids[t]));
-}
-
-double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double worst = 0.0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    const double d = std::fabs(a[i] - b[i]);
-    if (!(d <= worst)) worst = std::isnan(d) ? INFINITY : d;
-  }
-  return worst;
 }
 
 TEST(ScoreWindows, EveryTargetOnceWithAtLeastContextMinusStrideOfHistory) {
@@ -229,7 +220,7 @@ INSTANTIATE_TEST_SUITE_P(Devices, ScoreOnDevice, ::testing::ValuesIn(test::devic
 TEST(ScoreBackends, CpuAndWebGpuAgree) {
   if (!test::webgpu_required() && !webgpu_available()) GTEST_SKIP() << "no WebGPU adapter";
   const Gpt2 cpu = Gpt2::init_random(small_config(), 29, Device::cpu());
-  const Gpt2 gpu = Gpt2::init_random(small_config(), 29, test::shared_webgpu_device());
+  const Gpt2 gpu = Gpt2::init_random(small_config(), 29, test::gpu());
   const std::vector<uint32_t> ids = some_ids(150, 37);
   ScoreOptions options;
   options.top_k = 4;

@@ -23,15 +23,16 @@ inline std::vector<std::string> devices_under_test() {
   return {"cpu"};
 }
 
-/// One WebGPU device shared by the whole test binary, so adapter start-up is paid once.
-inline Device shared_webgpu_device() {
+/// The one WebGPU device of the test process (the environment's options, as the CLI's), so
+/// adapter start-up is paid once. Tests of other options make their own devices.
+inline const Device& gpu() {
   static const Device device = make_webgpu_device();
   return device;
 }
 
 inline Device device_by_name(const std::string& name) {
   if (name == "cpu") return Device::cpu();
-  if (name == "webgpu") return shared_webgpu_device();
+  if (name == "webgpu") return gpu();
   throw Error("unknown test device " + name);
 }
 

@@ -3,14 +3,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "forge/core/error.h"
 #include "forge/core/tensor.h"
+#include "forge/serialization/file_io.h"
 
 namespace forge::test {
 
@@ -19,20 +20,24 @@ inline std::string golden_dir(const std::string& name) {
 }
 
 inline nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("test data missing: " + path);
-  return nlohmann::json::parse(in);
+  return nlohmann::json::parse(read_regular_file(path));
 }
 
-/// Largest |a − b| over two equally long vectors.
-inline float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+/// Largest |a − b| over two equally long vectors; a NaN anywhere makes it infinite.
+template <typename T>
+T max_abs_diff(const std::vector<T>& a, const std::vector<T>& b) {
   EXPECT_EQ(a.size(), b.size());
-  float worst = 0.0f;
+  T worst = 0;
   for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    const float d = std::fabs(a[i] - b[i]);
-    if (!(d <= worst)) worst = std::isnan(d) ? INFINITY : d;
+    const T d = std::fabs(a[i] - b[i]);
+    if (!(d <= worst)) worst = std::isnan(d) ? T(INFINITY) : d;
   }
   return worst;
+}
+
+/// The same over two tensors' values (wherever they live).
+inline float max_abs_diff(const Tensor& a, const Tensor& b) {
+  return max_abs_diff(a.to_floats(), b.to_floats());
 }
 
 /// Asserts that `fn` throws forge::Error whose message contains `needle`.

@@ -5,7 +5,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "cli_run.h"
 #include "test_support.h"
@@ -35,12 +34,6 @@ class TrainCli : public ::testing::Test {
   static void write(const std::string& file, const std::string& text) {
     std::ofstream(file, std::ios::binary) << text;
   }
-  static std::string read(const std::string& file) {
-    std::ifstream in(file, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
   /// A tiny run of `steps` steps: `extra` goes after the shape flags.
   static CliRun train(const std::string& corpus, const std::string& out,
                       const std::string& extra = "") {
@@ -60,7 +53,9 @@ class TrainCli : public ::testing::Test {
   }
   void expect_unchanged(const std::string& dir) const {
     for (const char* f : {"config.json", "model.safetensors", "vocab.json"}) {
-      EXPECT_EQ(read(dir + "/" + f), read(test::golden_dir("char") + "/" + f)) << f;
+      EXPECT_EQ(read_regular_file(dir + "/" + f),
+                read_regular_file(test::golden_dir("char") + "/" + f))
+          << f;
     }
   }
 
@@ -88,7 +83,8 @@ TEST_F(TrainCli, ANewRunIntoAnExistingModelIsRefusedAndLeavesItIntact) {
   // --force with good settings replaces the model; its vocabulary and weights agree again.
   r = train(path("corpus.txt"), model, "--force");
   ASSERT_EQ(r.status, 0) << r.out;
-  EXPECT_NE(read(model + "/vocab.json"), read(test::golden_dir("char") + "/vocab.json"));
+  EXPECT_NE(read_regular_file(model + "/vocab.json"),
+            read_regular_file(test::golden_dir("char") + "/vocab.json"));
   const CliRun gen = forge_cli("generate --backend cpu --model " + model +
                                " --prompt 'the ' --max-tokens 4 --greedy --format json");
   EXPECT_EQ(gen.status, 0) << gen.out;
@@ -108,8 +104,9 @@ TEST_F(TrainCli, ResumeRefusesAChangedCorpusAndNamesDamagedStateFiles) {
   const std::string out = path("run");
   ASSERT_EQ(train(path("corpus.txt"), out, "--stop-after 1").status, 0);
   const std::string state = out + "/checkpoint/train_state.json";
-  const std::string good_state = read(state), good_log = read(out + "/train_log.csv");
-  const std::string corpus = read(path("corpus.txt"));
+  const std::string good_state = read_regular_file(state),
+                    good_log = read_regular_file(out + "/train_log.csv");
+  const std::string corpus = read_regular_file(path("corpus.txt"));
 
   write(path("corpus.txt"), corpus + "more text.");
   CliRun r = forge_cli("train --resume --threads 1 --out " + out);

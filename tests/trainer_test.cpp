@@ -3,13 +3,15 @@
 #include "forge/train/trainer.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <sstream>
 
 #include "forge/core/random.h"
 #include "forge/optim/adamw.h"
@@ -121,7 +123,7 @@ TEST(Trainer, ResumeContinuesBitIdenticallyToAnUninterruptedRun) {
   EXPECT_TRUE(bit_identical(parameters(uninterrupted.model()), parameters(resumed->model())));
   // The logs agree row for row, too (the timing columns aside).
   auto losses = [](const std::string& dir) {  // step, lr, train_loss, val_loss of every row
-    std::ifstream in(dir + "/train_log.csv");
+    std::istringstream in(read_regular_file(dir + "/train_log.csv"));
     std::vector<std::string> rows;
     for (std::string line; std::getline(in, line);) {
       size_t end = 0;
@@ -133,6 +135,40 @@ TEST(Trainer, ResumeContinuesBitIdenticallyToAnUninterruptedRun) {
   EXPECT_EQ(losses(whole), losses(split));
   fs::remove_all(whole);
   fs::remove_all(split);
+}
+
+TEST(Trainer, TheLogGrowsByAppendsAndAResumeDropsARowAKillCutShort) {
+  int64_t vocab = 0;
+  const auto tokens = sentence_corpus(4000, 3, &vocab);
+  const std::string out = temp_dir("append"), log = out + "/train_log.csv";
+  std::vector<ino_t> inodes;
+  std::vector<size_t> rows;
+  {
+    train::Trainer trainer(tiny_config(), vocab, tokens, out, Device::cpu());
+    trainer.run(
+        [&](const train::Progress&) {
+          struct stat st {};
+          ASSERT_EQ(::stat(log.c_str(), &st), 0);
+          inodes.push_back(st.st_ino);
+          const std::string text = read_regular_file(log);
+          rows.push_back(static_cast<size_t>(std::count(text.begin(), text.end(), '\n')));
+        },
+        4);
+  }
+  // One file throughout (a rewrite would rename a new one over it), one more row per step.
+  ASSERT_EQ(inodes.size(), 4u);
+  for (size_t i = 0; i < inodes.size(); ++i) {
+    EXPECT_EQ(inodes[i], inodes[0]) << "step " << i + 1;
+    EXPECT_EQ(rows[i], i + 2) << "the header and " << i + 1 << " rows";
+  }
+  // A kill during an append at step 12 may leave "1"; the row is not whole, so it is not read.
+  append_to_file(log, "1");
+  const auto resumed = train::Trainer::resume(tokens, out, Device::cpu());
+  EXPECT_EQ(resumed->step(), 4);
+  const std::string kept = read_regular_file(log);
+  EXPECT_EQ(std::count(kept.begin(), kept.end(), '\n'), 5) << kept;
+  EXPECT_EQ(kept.back(), '\n') << kept;
+  fs::remove_all(out);
 }
 
 TEST(Trainer, GradientAccumulationEqualsOneBatchOfAllSequences) {

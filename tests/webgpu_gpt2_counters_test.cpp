@@ -26,7 +26,7 @@ uint32_t step(const Gpt2& model, KvCache& cache, uint32_t id) {
 
 TEST(WebGpuGpt2Counters, SteadyStateDecodeStepIsOneSubmitAndNoNewBuffers) {
   if (!test::webgpu_required() && !webgpu_available()) GTEST_SKIP() << "no WebGPU adapter";
-  const Device device = test::shared_webgpu_device();
+  const Device device = test::gpu();
   const Gpt2 model = Gpt2::init_random(counters_config(), 1, device);
   KvCache cache = model.new_cache();
   const std::vector<uint32_t> prompt = {1, 2, 3, 4};

@@ -1,16 +1,17 @@
 #include "cli.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 
 #include "forge/backend/cpu/cpu_backend.h"
 #include "forge/backend/webgpu/webgpu_backend.h"
 #include "forge/core/error.h"
-#include "forge/serialization/file_io.h"
 #include "progress.h"
 
 namespace forge::cli {
+namespace fs = std::filesystem;
 
 void add_common_options(CLI::App& command, CommonOptions& options) {
   command.add_option("--backend", options.backend, "cpu, webgpu or auto")
@@ -39,12 +40,56 @@ CLI::Validator seed_check() {
       "SEED");
 }
 
+TreeDir find_tree_dir(const std::string& relative, const std::string& marker) {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  const char* home = std::getenv("FORGE_HOME");
+  struct Root {
+    std::string dir;
+    const char* found;
+    const char* missing;  // what `tried` says when there is no such root
+  };
+  const Root roots[] = {{ec ? std::string() : exe.parent_path().string(), "beside the binary",
+                         "(the binary's directory is unknown)"},
+                        {home && *home ? home : "", "in $FORGE_HOME", "(FORGE_HOME is not set)"},
+                        {FORGE_SOURCE_DIR, "in the source tree", ""}};
+  TreeDir out;
+  for (const Root& root : roots) {
+    if (root.dir.empty()) {
+      out.tried += std::string("\n  ") + root.missing;
+      continue;
+    }
+    const std::string dir = root.dir + "/" + relative;
+    out.tried += "\n  " + dir;
+    if (fs::exists(marker.empty() ? fs::path(dir) : fs::path(dir) / marker)) {
+      out.path = dir;
+      out.found = root.found;
+      return out;
+    }
+  }
+  out.path = std::string(FORGE_SOURCE_DIR) + "/" + relative;
+  return out;
+}
+
+const TreeDir& default_model() {
+  static const TreeDir model = find_tree_dir("models/forge-char", "config.json");
+  return model;
+}
+
 void add_model_option(CLI::App& command, std::string& model_dir) {
-  model_dir = FORGE_DEFAULT_MODEL;
+  model_dir = default_model().path;
   command
       .add_option("--model", model_dir,
-                  "model directory (config.json, model.safetensors or model.compact)")
+                  "model directory (config.json, model.safetensors or model.compact); default: "
+                  "models/forge-char beside the binary, in $FORGE_HOME or in the source tree")
       ->capture_default_str();
+}
+
+void check_model_found(const std::string& dir) {
+  FORGE_CHECK(dir != default_model().path || !default_model().found.empty(),
+              "no --model given, and the shipped model models/forge-char is in none of:{}\npass "
+              "--model DIR, or set FORGE_HOME to a Forge tree that holds models/",
+              default_model().tried);
 }
 
 Device open_device(const CommonOptions& options) {
@@ -64,6 +109,7 @@ Device open_device(const CommonOptions& options) {
 }
 
 LoadedModel load_model(const std::string& dir, const Device& device, bool quiet) {
+  check_model_found(dir);
   LoadedModel loaded;
   {
     ProgressLine progress("loading " + dir, quiet);
@@ -99,10 +145,6 @@ std::vector<uint32_t> parse_ids(const std::string& text) {
   }
   FORGE_CHECK(!ids.empty(), "empty id list");
   return ids;
-}
-
-std::string read_file(const std::string& path) {
-  return read_regular_file(path);
 }
 
 void print_json(const nlohmann::json& value) {

@@ -26,7 +26,23 @@ void add_common_options(CLI::App& command, CommonOptions& options);
 /// Checks a --seed: a decimal integer in [0, 2^64). CLI11 2.1 alone reads "-1" as 2^64 − 1 and
 /// an out-of-range value as something else, silently.
 CLI::Validator seed_check();
+
+/// A directory of a Forge tree (models/forge-char, build-web/site, third_party/gpt2), found for
+/// a binary that may have been installed or moved: in the binary's own directory first (files
+/// carried beside it), then under $FORGE_HOME, then in the source tree it was built from.
+struct TreeDir {
+  std::string path;   // the directory found; when none was, the source tree's
+  std::string found;  // "beside the binary", "in $FORGE_HOME" or "in the source tree"; "" if none
+  std::string tried;  // every place looked at, for an error
+};
+/// The first of those places holding `relative`/`marker` (`marker` empty: the directory itself).
+TreeDir find_tree_dir(const std::string& relative, const std::string& marker = "");
+/// The shipped model --model defaults to (models/forge-char), looked up once.
+const TreeDir& default_model();
+/// --model, defaulting to default_model().
 void add_model_option(CLI::App& command, std::string& model_dir);
+/// Fails, naming every place looked at, when `dir` is the default model and it was found nowhere.
+void check_model_found(const std::string& dir);
 
 /// The device the flags ask for; "auto" is WebGPU on a hardware GPU adapter, else the CPU.
 Device open_device(const CommonOptions& options);
@@ -40,8 +56,6 @@ LoadedModel load_model(const std::string& dir, const Device& device, bool quiet)
 
 /// "1,2,3" → ids; errors name the bad entry.
 std::vector<uint32_t> parse_ids(const std::string& text);
-/// The contents of a file; errors name the path.
-std::string read_file(const std::string& path);
 /// Prints JSON on one line to stdout.
 void print_json(const nlohmann::json& value);
 

@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "forge/core/error.h"
 #include "forge/models/gpt2/council.h"
+#include "forge/serialization/file_io.h"
 #include "progress.h"
 
 namespace forge::cli {
@@ -60,7 +61,7 @@ void run_council(const CouncilArgs& args) {
     for (size_t i = 0; i < args.experts.size(); ++i) {
       const std::string dir = expert_directory(args.experts[i]);
       const bool has_vocab = std::filesystem::exists(dir + "/vocab.json");
-      const std::string text = has_vocab ? read_file(dir + "/vocab.json") : std::string();
+      const std::string text = has_vocab ? read_regular_file(dir + "/vocab.json") : std::string();
       if (i == 0 && has_vocab) {
         vocab = text;
         vocab_dir = dir;

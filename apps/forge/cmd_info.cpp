@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "cli.h"
+#include "forge/backend/webgpu/dawn_loader.h"
 #include "forge/backend/webgpu/webgpu_backend.h"
 #include "forge/models/gpt2/config.h"
 #include "forge/serialization/compact.h"
@@ -25,9 +26,11 @@ nlohmann::json backends_json(const CommonOptions& common) {
     list.push_back({{"backend", "webgpu"}, {"name", "unavailable"}, {"reason", why}});
     return list;
   }
+  const gpu::DawnProcs& dawn = gpu::dawn();
   for (const gpu::AdapterInfo& a : webgpu_adapters()) {
     list.push_back({{"backend", "webgpu"},
                     {"name", a.name},
+                    {"library", dawn.path},
                     {"index", a.index},
                     {"api", a.backend},
                     {"type", a.type},
@@ -48,6 +51,11 @@ nlohmann::json backends_json(const CommonOptions& common) {
 
 void run_info(const InfoArgs& args) {
   nlohmann::json out = {{"backends", backends_json(args.common)}};
+  // Which of the places the shipped default model was found in (cli.h's find_tree_dir).
+  const bool default_model_used = args.model_dir == default_model().path;
+  const std::string found = default_model_used && !default_model().found.empty()
+                                ? "  (the default, found " + default_model().found + ")"
+                                : "";
   if (std::filesystem::exists(args.model_dir + "/config.json")) {
     const Gpt2Config c = Gpt2Config::from_json_file(args.model_dir + "/config.json");
     const LoadedModel loaded = load_model(args.model_dir, Device::cpu(), args.common.json());
@@ -62,6 +70,7 @@ void run_info(const InfoArgs& args) {
                     {"size_bytes", std::filesystem::file_size(weights)},
                     {"format", checkpoint_format_name(detect_checkpoint_format(weights))},
                     {"tokenizer", loaded.tokenizer ? loaded.tokenizer->kind() : "none"}};
+    if (default_model_used) out["model"]["found"] = default_model().found;
   }
   if (args.common.json()) {
     print_json(out);
@@ -69,7 +78,7 @@ void run_info(const InfoArgs& args) {
   }
   if (out.contains("model")) {
     const auto& m = out["model"];
-    std::printf("model      %s\n", args.model_dir.c_str());
+    std::printf("model      %s%s\n", args.model_dir.c_str(), found.c_str());
     std::printf("parameters %lld\n", m["parameters"].get<long long>());
     std::printf("shape      %lld layers, %lld heads, %lld wide, context %lld, vocabulary %lld\n",
                 m["n_layer"].get<long long>(), m["n_head"].get<long long>(),
@@ -78,6 +87,9 @@ void run_info(const InfoArgs& args) {
     std::printf("on disk    %.2f MB (%s)\n", m["size_bytes"].get<double>() / 1e6,
                 m["format"].get<std::string>().c_str());
     std::printf("tokenizer  %s\n", m["tokenizer"].get<std::string>().c_str());
+  } else if (default_model_used) {
+    std::printf("model      (none: models/forge-char is in none of:%s)\n",
+                default_model().tried.c_str());
   } else {
     std::printf("model      (none at %s)\n", args.model_dir.c_str());
   }
@@ -86,6 +98,8 @@ void run_info(const InfoArgs& args) {
                 b["name"].get<std::string>().c_str());
     if (b.contains("reason"))
       std::printf("           %s\n", b["reason"].get<std::string>().c_str());
+    if (b.contains("library"))
+      std::printf("           Dawn %s\n", b["library"].get<std::string>().c_str());
     if (b.contains("limits")) {
       std::printf("           #%d %s %s, subgroups %u-%u\n", b["index"].get<int>(),
                   b["api"].get<std::string>().c_str(), b["type"].get<std::string>().c_str(),

@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "forge/core/error.h"
 #include "forge/models/gpt2/score.h"
+#include "forge/serialization/file_io.h"
 #include "progress.h"
 
 namespace forge::cli {
@@ -28,7 +29,7 @@ void run_score(const ScoreArgs& args) {
     ids = parse_ids(args.ids);
   } else {
     FORGE_CHECK(loaded.tokenizer != nullptr, "{} has no vocab.json: use --ids", args.model_dir);
-    ids = loaded.tokenizer->encode(args.text.empty() ? read_file(args.file) : args.text);
+    ids = loaded.tokenizer->encode(args.text.empty() ? read_regular_file(args.file) : args.text);
   }
   SequenceScores scores;
   {

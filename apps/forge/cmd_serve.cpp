@@ -24,9 +24,10 @@ struct ServeArgs {
   serve::ApiOptions api;
   bool no_api = false;
   double request_timeout_s = 300;
-  std::string site_dir = FORGE_DEFAULT_SITE;
+  TreeDir default_site = find_tree_dir("build-web/site", "index.html");
+  std::string site_dir = default_site.path;
   std::string model_dir;
-  std::string models_root = FORGE_DEFAULT_MODELS;
+  std::string models_root = fs::path(default_model().path).parent_path().string();
   std::string host = "127.0.0.1";
   int port = 8080;
   serve::HttpLimits limits;
@@ -56,10 +57,17 @@ class BlockedSignals {
 };
 
 void run_serve(const ServeArgs& args) {
+  const bool default_site = args.site_dir == args.default_site.path;
+  FORGE_CHECK(!default_site || !args.default_site.found.empty(),
+              "no --site given, and the site build-web/site (with its index.html) is in none "
+              "of:{}\nbuild the page first with `bash scripts/build_web.sh`, set FORGE_HOME to a "
+              "Forge tree that holds it, or pass --site DIR",
+              args.default_site.tried);
   FORGE_CHECK(fs::is_regular_file(fs::path(args.site_dir) / "index.html"),
               "site directory {} has no index.html: build the page first with "
               "`bash scripts/build_web.sh`, or pass --site DIR",
               args.site_dir);
+  check_model_found(args.model_dir);
   FORGE_CHECK(fs::is_regular_file(fs::path(args.model_dir) / "config.json"),
               "--model {}: no config.json there", args.model_dir);
   const serve::FileRoots roots(args.site_dir, args.model_dir, args.models_root);
@@ -105,9 +113,13 @@ void run_serve(const ServeArgs& args) {
   const serve::HttpServer server(args.host, args.port, args.limits, handle);
   const std::string host =
       args.host.find(':') != std::string::npos ? "[" + args.host + "]" : args.host;
-  std::printf("forge serve: http://%s:%d/  (site %s, model %s, models %s; Ctrl+C stops)\n",
-              host.c_str(), server.port(), roots.site().c_str(), roots.model().c_str(),
-              roots.models().c_str());
+  const auto found = [](const std::string& dir, const TreeDir& shipped) {
+    return dir == shipped.path ? " (" + shipped.found + ")" : std::string();
+  };
+  std::printf("forge serve: http://%s:%d/  (site %s%s, model %s%s, models %s; Ctrl+C stops)\n",
+              host.c_str(), server.port(), roots.site().c_str(),
+              found(args.site_dir, args.default_site).c_str(), roots.model().c_str(),
+              found(args.model_dir, default_model()).c_str(), roots.models().c_str());
   std::fflush(stdout);
   signals.wait();
   api.reset();  // ends every completion in flight, so no connection waits on one

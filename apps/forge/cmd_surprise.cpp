@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "forge/core/error.h"
 #include "forge/models/gpt2/score.h"
+#include "forge/serialization/file_io.h"
 #include "progress.h"
 
 namespace forge::cli {
@@ -165,7 +166,7 @@ std::string_view context_before(std::string_view text, size_t offset, size_t byt
 void run_surprise(const SurpriseArgs& args) {
   FORGE_CHECK(args.text.empty() != args.file.empty(), "give exactly one of --text and --file");
   FORGE_CHECK(args.top >= 0, "--top must be ≥ 0, got {}", args.top);
-  const std::string text = args.text.empty() ? read_file(args.file) : args.text;
+  const std::string text = args.text.empty() ? read_regular_file(args.file) : args.text;
   const Device device = open_device(args.common);
   const LoadedModel loaded = load_model(args.model_dir, device, args.common.json());
   FORGE_CHECK(loaded.tokenizer != nullptr, "{} has no vocab.json, so its text cannot be read",

@@ -3,6 +3,7 @@
 
 #include "cli.h"
 #include "forge/core/error.h"
+#include "forge/serialization/file_io.h"
 
 namespace forge::cli {
 namespace {
@@ -32,9 +33,10 @@ void print_tokens_json(const Tokenizer& tokenizer, const std::vector<uint32_t>& 
 
 void run_tokenize(const TokenizeArgs& args) {
   FORGE_CHECK(args.text.empty() != args.file.empty(), "give exactly one of --text and --file");
+  check_model_found(args.model_dir);
   const std::unique_ptr<Tokenizer> tokenizer = Tokenizer::from_directory(args.model_dir);
   const std::vector<uint32_t> ids =
-      tokenizer->encode(args.text.empty() ? read_file(args.file) : args.text);
+      tokenizer->encode(args.text.empty() ? read_regular_file(args.file) : args.text);
   if (args.common.json()) {
     print_tokens_json(*tokenizer, ids);
     return;

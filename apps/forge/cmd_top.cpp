@@ -28,7 +28,7 @@ void register_top(CLI::App& app) {
     FORGE_CHECK(isatty(STDIN_FILENO) && isatty(STDOUT_FILENO),
                 "forge top is interactive: run it in a terminal");
     if (options->paths.empty())
-      options->paths = {std::filesystem::path(FORGE_DEFAULT_MODEL).parent_path().string(), "."};
+      options->paths = {std::filesystem::path(default_model().path).parent_path().string(), "."};
     top::run_top(*options);
   });
 }

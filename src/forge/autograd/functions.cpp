@@ -50,6 +50,16 @@ Var add(const Var& a, const Var& b) {
   });
 }
 
+Var add_matmul(Var&& residual, const Var& a, const Var& b, const MatmulParams& params,
+               const Var& bias) {
+  if (tape_of({&residual, &a, &b, &bias})) return add(residual, matmul(a, b, params, bias));
+  Var sum = std::move(residual);
+  MatmulParams accumulate = params;
+  accumulate.accumulate = true;
+  ops::matmul_into(sum.value(), a.value(), b.value(), accumulate, bias.value());
+  return sum;
+}
+
 Var mul(const Var& a, const Var& b) {
   const Tensor out = ops::mul(a.value(), b.value());
   Tape* tape = tape_of({&a, &b});

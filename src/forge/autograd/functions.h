@@ -15,6 +15,11 @@ namespace forge::autograd {
 /// ops::matmul, differentiable in a, b and bias (bias may be a default Var: none).
 Var matmul(const Var& a, const Var& b, const MatmulParams& params = {}, const Var& bias = {});
 Var add(const Var& a, const Var& b);
+/// residual + a·b + bias. The residual is handed over (its buffer must be its own): off the
+/// tape the product accumulates straight into its values, one pass instead of two; on the tape
+/// it is add(residual, matmul(a, b, params, bias)), so values and gradients are those two ops'.
+Var add_matmul(Var&& residual, const Var& a, const Var& b, const MatmulParams& params = {},
+               const Var& bias = {});
 Var mul(const Var& a, const Var& b);
 Var scale(const Var& x, float s);
 Var gelu(const Var& x);

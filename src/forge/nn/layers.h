@@ -23,12 +23,10 @@ struct Linear {
     if (x.tape()) return autograd::gelu((*this)(x));
     return Var(ops::matmul(x.value(), weight, {.gelu = true}, bias));
   }
-  /// residual + x·W + b. Off the tape the product is stored straight onto residual's values (one
-  /// pass instead of two), so residual must not be read again as it was.
-  Var add_to(const Var& residual, const Var& x) const {
-    if (x.tape() || residual.tape()) return autograd::add(residual, (*this)(x));
-    ops::matmul_into(residual.value(), x.value(), weight, {.accumulate = true}, bias);
-    return residual;
+  /// residual + x·W + b (autograd::add_matmul: the residual is handed over).
+  Var add_to(Var&& residual, const Var& x) const {
+    return autograd::add_matmul(std::move(residual), x, autograd::param(x.tape(), weight), {},
+                                autograd::param(x.tape(), bias));
   }
 };
 

@@ -22,6 +22,17 @@ std::string parent_directory(const std::string& path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
+/// An open descriptor, closed when it goes out of scope.
+struct Descriptor {
+  explicit Descriptor(int descriptor) : fd(descriptor) {}
+  Descriptor(const Descriptor&) = delete;
+  Descriptor& operator=(const Descriptor&) = delete;
+  ~Descriptor() {
+    if (fd >= 0) ::close(fd);
+  }
+  const int fd;
+};
+
 const char* file_kind(mode_t mode) {
   if (S_ISDIR(mode)) return "a directory";
   if (S_ISFIFO(mode)) return "a FIFO";
@@ -75,6 +86,31 @@ std::string read_regular_file(const std::string& path) {
   std::string text(file.size(), '\0');
   file.read_at(0, text.data(), text.size());
   return text;
+}
+
+void append_to_file(const std::string& path, const std::string& text) {
+  // No O_CREAT: the file's first line (a CSV header) is its writer's to create. O_NONBLOCK:
+  // a FIFO without a reader fails here instead of blocking.
+  const Descriptor file{::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NONBLOCK)};
+  FORGE_CHECK(file.fd >= 0, "cannot open {} to append: {}", path, reason(errno));
+  struct stat st {};
+  FORGE_CHECK(::fstat(file.fd, &st) == 0, "cannot stat {}: {}", path, reason(errno));
+  FORGE_CHECK(S_ISREG(st.st_mode), "cannot append to {}: it is {}, not a regular file", path,
+              file_kind(st.st_mode));
+  ssize_t n = 0;
+  do {
+    n = ::write(file.fd, text.data(), text.size());
+  } while (n < 0 && errno == EINTR);
+  const int err = errno;
+  if (n != static_cast<ssize_t>(text.size())) {
+    if (n > 0 && ::ftruncate(file.fd, st.st_size) != 0) {
+      fail("cannot append to {}: wrote {} of {} bytes and could not cut them back off: {}", path, n,
+           text.size(), reason(errno));
+    }
+    fail("cannot append to {}: {}", path,
+         n < 0 ? reason(err) : fmt::format("wrote {} of {} bytes", n, text.size()));
+  }
+  FORGE_CHECK(::fdatasync(file.fd) == 0, "cannot sync {}: {}", path, reason(errno));
 }
 
 AtomicFileWriter::AtomicFileWriter(const std::string& path)

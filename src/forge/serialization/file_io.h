@@ -31,8 +31,16 @@ class InputFile {
 
 /// The whole of a regular file, read through InputFile, so the read is bounded by the size the
 /// file had when opened; a FIFO, device or directory is an error naming the path (never a hang
-/// or an endless read).
+/// or an endless read). The one whole-file reader: the library, the CLI, the tests and the
+/// benchmarks all read through it rather than each looping over a stream. (Not for /proc files,
+/// whose size reads as 0: those are parsed as streams.)
 std::string read_regular_file(const std::string& path);
+
+/// Appends `text` to the existing regular file `path` in one write(2) on a descriptor opened
+/// O_APPEND, then fdatasync: what the file held is never rewritten. A short write (a full disk)
+/// is cut back off, so on an error the file is as it was. A kill cannot tear a one-page write in
+/// practice; should one ever, the line lacks its newline, which line-based readers drop.
+void append_to_file(const std::string& path, const std::string& text);
 
 /// Writes `path` atomically: bytes go to `path.tmp.<pid>`; commit() fsyncs and renames it over
 /// `path`. Destroyed without a successful commit(), the temporary is removed, so a failure or a

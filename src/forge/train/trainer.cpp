@@ -330,7 +330,10 @@ std::unique_ptr<Trainer> Trainer::resume(std::vector<uint32_t> tokens, std::stri
 void Trainer::resume_log() {
   // Keep the log up to the checkpoint: later rows belong to the interrupted session.
   const std::string path = out_dir_ + "/train_log.csv";
-  std::istringstream log(read_regular_file(path));
+  std::string text = read_regular_file(path);
+  // A row counts once its newline is written: drop what a kill mid-append may have left.
+  text.resize(text.find_last_of('\n') + 1);
+  std::istringstream log(text);
   std::string line, kept = kLogHeader;
   std::getline(log, line);
   for (int64_t number = 2; std::getline(log, line); ++number) {
@@ -450,11 +453,10 @@ void Trainer::save_best() const {
 void Trainer::append_log(int64_t step, double lr, double train_loss, double val_loss, double tok_s,
                          double wall_s) {
   if (!writes_files()) return;
-  std::string row =
+  append_to_file(
+      out_dir_ + "/train_log.csv",
       fmt::format("{},{:.6g},{:.6f},{},{:.1f},{:.1f}\n", step, lr, train_loss,
-                  std::isnan(val_loss) ? "" : fmt::format("{:.6f}", val_loss), tok_s, wall_s);
-  std::string log = read_regular_file(out_dir_ + "/train_log.csv") + row;
-  write_text(out_dir_ + "/train_log.csv", log);
+                  std::isnan(val_loss) ? "" : fmt::format("{:.6f}", val_loss), tok_s, wall_s));
 }
 
 TrainSummary Trainer::run(const std::function<void(const Progress&)>& on_progress,

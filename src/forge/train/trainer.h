@@ -76,7 +76,8 @@ struct Progress {
 ///   train_log.csv, loss.png/.svg     step, lr, losses, throughput; the curve (loss_plot.h)
 ///   checkpoint/                      the latest state: model, optimizer.safetensors
 ///                                    (adam.m.*, adam.v.*, step), train_state.json
-/// Files are replaced atomically (write, fsync, rename); nothing is written before run(), so a
+/// Files are replaced atomically (write, fsync, rename), except that train_log.csv grows by one
+/// appended row at a time; nothing is written before run(), so a
 /// Trainer that constructs has validated every setting. The caller writes the vocabulary.
 class Trainer {
  public:
@@ -125,6 +126,7 @@ class Trainer {
   double train_step();
   void save_checkpoint(double wall_s) const;
   void save_best() const;
+  /// One row onto train_log.csv, appended (the rows before it are never rewritten).
   void append_log(int64_t step, double lr, double train_loss, double val_loss, double tok_s,
                   double wall_s);
 

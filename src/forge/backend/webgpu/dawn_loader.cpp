@@ -8,11 +8,8 @@
 
 #include "forge/core/error.h"
 
-#ifndef FORGE_DAWN_DEFAULT_LIB
-#define FORGE_DAWN_DEFAULT_LIB ""
-#endif
-#ifndef FORGE_VULKAN_DEFAULT_LIB
-#define FORGE_VULKAN_DEFAULT_LIB ""
+#ifndef FORGE_SOURCE_DIR
+#define FORGE_SOURCE_DIR ""
 #endif
 
 namespace forge::gpu {
@@ -24,14 +21,27 @@ std::string executable_dir() {
   return ec ? std::string() : exe.parent_path().string();
 }
 
+/// Where a library is looked for when no variable names it: beside the binary (an installed or
+/// moved one carries it there), then at `in_tree` under $FORGE_HOME, then in the source tree.
+std::vector<std::string> library_candidates(const std::string& name, const std::string& in_tree) {
+  std::vector<std::string> out = {executable_dir() + "/" + name};
+  if (const char* home = std::getenv("FORGE_HOME"); home && *home) {
+    out.push_back(std::string(home) + "/" + in_tree);
+  }
+  if (*FORGE_SOURCE_DIR) out.push_back(std::string(FORGE_SOURCE_DIR) + "/" + in_tree);
+  return out;
+}
+
 // Dawn dlopens "libvulkan.so.1" by soname; a copy we load first with RTLD_GLOBAL satisfies that
 // lookup, which lets a machine with a GPU driver but no loader (the H200 box) use a carried one.
 std::string preload_vulkan() {
   if (dlopen("libvulkan.so.1", RTLD_NOW | RTLD_GLOBAL)) return "system libvulkan.so.1";
   std::vector<std::string> candidates;
   if (const char* env = std::getenv("FORGE_VULKAN_LIB")) candidates.emplace_back(env);
-  if (*FORGE_VULKAN_DEFAULT_LIB) candidates.emplace_back(FORGE_VULKAN_DEFAULT_LIB);
-  candidates.push_back(executable_dir() + "/libvulkan.so.1");
+  for (std::string& path :
+       library_candidates("libvulkan.so.1", "third_party/vulkan/lib/libvulkan.so.1")) {
+    candidates.push_back(std::move(path));
+  }
   for (const auto& path : candidates) {
     if (dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL)) return path;
   }
@@ -48,13 +58,12 @@ Loaded load() {
   out.procs.vulkan_loader = preload_vulkan();
   // An explicit FORGE_DAWN_LIB is the only candidate: silently loading another build instead
   // would hide a typo.
-  std::vector<std::string> candidates;
-  if (const char* env = std::getenv("FORGE_DAWN_LIB")) {
-    candidates.emplace_back(env);
-  } else {
-    if (*FORGE_DAWN_DEFAULT_LIB) candidates.emplace_back(FORGE_DAWN_DEFAULT_LIB);
-    candidates.push_back(executable_dir() + "/libwebgpu_wrapper.so");
-  }
+  const char* env = std::getenv("FORGE_DAWN_LIB");
+  const std::vector<std::string> candidates =
+      env ? std::vector<std::string>{env}
+          : library_candidates(
+                "libwebgpu_wrapper.so",
+                "third_party/npm/node_modules/bun-webgpu-linux-x64/libwebgpu_wrapper.so");
   void* lib = nullptr;
   std::string tried;
   for (const auto& path : candidates) {

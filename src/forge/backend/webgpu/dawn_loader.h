@@ -38,8 +38,8 @@ struct DawnProcs {
   std::string vulkan_loader;  // where libvulkan.so.1 came from, or why it is missing
 };
 
-/// The process's Dawn, loaded on first use from FORGE_DAWN_LIB if set, else the npm package's
-/// copy under the source tree (compiled in), else libwebgpu_wrapper.so next to the executable;
+/// The process's Dawn, loaded on first use from FORGE_DAWN_LIB if set, else libwebgpu_wrapper.so
+/// next to the executable, else the npm package's copy under $FORGE_HOME, then the source tree;
 /// never unloaded (Dawn keeps threads and callbacks that must not outlive its code). Throws
 /// forge::Error naming what is missing.
 const DawnProcs& dawn();

@@ -330,11 +330,11 @@ nn::Var Gpt2::attention(const Gpt2Block& block, const nn::Var& x, int64_t batch,
   return autograd::merge_heads(mixed, batch);
 }
 
-nn::Var Gpt2::project_residual(const nn::Linear& proj, const nn::Var& h, const nn::Var& x,
+nn::Var Gpt2::project_residual(const nn::Linear& proj, const nn::Var& h, nn::Var&& x,
                                Pass& pass) const {
   // Dropout sits between the projection and the add only when training with it.
   if (pass.dropout.p > 0.0f) return autograd::add(x, pass.drop(proj(h)));
-  return proj.add_to(x, h);
+  return proj.add_to(std::move(x), h);
 }
 
 nn::Var Gpt2::run(std::span<const uint32_t> ids, int64_t batch, std::span<KvCache* const> caches,
@@ -372,8 +372,10 @@ nn::Var Gpt2::run(const Tensor& ids, int64_t batch, std::span<KvCache* const> ca
                   : pass.drop(embed_(ids, t, positions.empty() ? 0 : positions[0], pass.tape));
   for (size_t l = 0; l < blocks_.size(); ++l) {
     const Gpt2Block& b = blocks_[l];
-    x = project_residual(b.attn_proj, attention(b, b.ln_1(x), batch, caches, l, pass), x, pass);
-    x = project_residual(b.mlp_proj, b.c_fc.gelu(b.ln_2(x)), x, pass);
+    // The residual x is handed over; its reads in the arguments all finish before the add.
+    x = project_residual(b.attn_proj, attention(b, b.ln_1(x), batch, caches, l, pass), std::move(x),
+                         pass);
+    x = project_residual(b.mlp_proj, b.c_fc.gelu(b.ln_2(x)), std::move(x), pass);
   }
   for (KvCache* c : caches) c->length += t;
   return ln_f_(x);

@@ -161,9 +161,8 @@ class Gpt2 {
                     std::span<KvCache* const> caches, size_t layer, Pass& pass) const;
   /// hidden_steps' checks on its caches, for `count` ids.
   void check_step_caches(std::span<KvCache* const> caches, size_t count) const;
-  /// x + dropout(proj(h)); fused into proj's store off the tape.
-  nn::Var project_residual(const nn::Linear& proj, const nn::Var& h, const nn::Var& x,
-                           Pass& pass) const;
+  /// x + dropout(proj(h)); fused into proj's store off the tape, so x is handed over.
+  nn::Var project_residual(const nn::Linear& proj, const nn::Var& h, nn::Var&& x, Pass& pass) const;
   Tensor run_inference(std::span<const uint32_t> ids, int64_t batch,
                        std::span<KvCache* const> caches, AttentionTrace* trace) const;
   /// Per-row NLL of targets on `tape` (or none), from a forward with `options`.
