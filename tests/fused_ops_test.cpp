@@ -142,18 +142,42 @@ TEST(FusedOps, AttentionPrefillEqualsTheComposedAttentionAndAppendsToTheCache) {
   }
 }
 
-TEST(FusedOps, AttentionPrefillRejectsBadShapesPositionsAndHeadSizes) {
+TEST(FusedOps, AttentionPrefillRejectsBadShapesAndPositions) {
   const Tensor k = random_tensor({2, 8, 4}, 70), v = random_tensor({2, 8, 4}, 71);
   EXPECT_THROW(ops::attention_prefill(random_tensor({3, 23}, 72), k, v, 0), Error);
   EXPECT_THROW(ops::attention_prefill(random_tensor({3, 24}, 73), k, v, 6), Error);
   EXPECT_THROW(
       ops::attention_prefill(random_tensor({3, 24}, 74), k, random_tensor({2, 9, 4}, 75), 0),
       Error);
-  const Tensor k6 = random_tensor({2, 8, 6}, 76), v6 = random_tensor({2, 8, 6}, 77);
-  EXPECT_THROW(ops::attention_prefill(random_tensor({3, 36}, 78), k6, v6, 0), Error);
-  const Tensor k128 = random_tensor({1, 4, 128}, 79), v128 = random_tensor({1, 4, 128}, 80);
-  EXPECT_THROW(ops::attention_prefill(random_tensor({2, 384}, 81), k128, v128, 0), Error);
   EXPECT_NO_THROW(ops::attention_prefill(random_tensor({3, 24}, 82), k, v, 5));
+}
+
+// The head sizes WebGPU's kernels refuse (webgpu_fused_ops_test.cpp) run on the CPU, and equal
+// the composition there.
+TEST(FusedOps, TheCpuRunsHeadSizesAndPositionsPastTheWebGpuKernelsLimits) {
+  for (const auto& [n_head, d, capacity, t, pos] :
+       std::vector<std::array<int64_t, 5>>{{2, 6, 8, 3, 0}, {1, 128, 4, 2, 0}, {1, 260, 6, 2, 3}}) {
+    const int64_t c = n_head * d;
+    const Tensor k1 = random_tensor({n_head, capacity, d}, 76),
+                 v1 = random_tensor({n_head, capacity, d}, 77);
+    const Tensor k2 = k1.to(k1.device()), v2 = v1.to(v1.device());
+    const Tensor qkv = random_tensor({t, 3 * c}, static_cast<uint32_t>(78 + d));
+    const Tensor want = composed_prefill(qkv, k1, v1, pos);
+    const Tensor got = ops::attention_prefill(qkv, k2, v2, pos);
+    EXPECT_LE(max_abs_diff(want, got), 1e-5f) << n_head << "x" << d << " t " << t;
+    EXPECT_EQ(k1.to_floats(), k2.to_floats()) << "the appended keys differ";
+  }
+  for (const auto& [d, capacity, pos] :
+       std::vector<std::array<int64_t, 3>>{{4, 2100, 2048}, {4, 2100, 2099}, {260, 3, 2}}) {
+    const Tensor k1 = random_tensor({1, capacity, d}, 83), v1 = random_tensor({1, capacity, d}, 84);
+    const Tensor k2 = k1.to(k1.device()), v2 = v1.to(v1.device());
+    const Tensor qkv = random_tensor({1, 3 * d}, static_cast<uint32_t>(85 + pos));
+    Tensor want_probs, got_probs;
+    const Tensor want = composed_step(qkv, k1, v1, pos, &want_probs);
+    const Tensor got = ops::attention_step(qkv, k2, v2, pos, &got_probs);
+    EXPECT_LE(max_abs_diff(want, got), 1e-5f) << "d " << d << " pos " << pos;
+    EXPECT_LE(max_abs_diff(want_probs, got_probs), 1e-6f);
+  }
 }
 
 }  // namespace

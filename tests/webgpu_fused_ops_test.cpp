@@ -9,6 +9,7 @@
 
 #include "forge/core/error.h"
 #include "forge/ops/ops.h"
+#include "test_support.h"
 #include "webgpu_test_util.h"
 
 namespace forge {
@@ -148,6 +149,54 @@ TEST(WebGpuFusedOps, AttentionPrefillRefusesAnOperandOffTheVec4GridNamingIt) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("multiple of 4"), std::string::npos) << e.what();
   }
+}
+
+// The shapes the WGSL attention kernels cannot hold are the WebGPU backend's to refuse, with its
+// reason (ops once refused them on every backend; the CPU now runs them: fused_ops_test.cpp).
+TEST(WebGpuFusedOps, AttentionRefusesShapesPastTheKernelsLimitsWithTheBackendsReason) {
+  FORGE_REQUIRE_WEBGPU();
+  const auto zeros = [](const Shape& shape) { return Tensor::zeros(shape, DType::F32, gpu()); };
+  const Tensor k6 = zeros({2, 8, 6}), v6 = zeros({2, 8, 6});
+  test::expect_error(
+      [&] {
+        (void)ops::attention_prefill(zeros({3, 36}), k6, v6, 0);
+      },
+      "attention_prefill: the WebGPU kernel takes a head size that is a multiple "
+      "of 4 up to 64, got 6");
+  const Tensor k128 = zeros({1, 4, 128}), v128 = zeros({1, 4, 128});
+  test::expect_error(
+      [&] {
+        (void)ops::attention_prefill(zeros({2, 384}), k128, v128, 0);
+      },
+      "multiple of 4 up to 64, got 128");
+  const Tensor k_long = zeros({1, 2100, 4}), v_long = zeros({1, 2100, 4});
+  EXPECT_NO_THROW((void)ops::attention_step(zeros({1, 12}), k_long, v_long, 2047));
+  test::expect_error(
+      [&] {
+        (void)ops::attention_step(zeros({1, 12}), k_long, v_long, 2048);
+      },
+      "attention_step: the WebGPU kernel holds at most 2048 positions and head "
+      "size 256 (got 2049 and 4)");
+  const Tensor k_wide = zeros({1, 3, 260}), v_wide = zeros({1, 3, 260});
+  test::expect_error(
+      [&] {
+        (void)ops::attention_step(zeros({1, 780}), k_wide, v_wide, 0);
+      },
+      "(got 1 and 260)");
+  const Tensor k_other = zeros({1, 2100, 4}), v_other = zeros({1, 2100, 4});
+  test::expect_error(
+      [&] {
+        (void)ops::attention_steps(zeros({2, 12}), std::vector<Tensor>{k_long, k_other},
+                                   std::vector<Tensor>{v_long, v_other},
+                                   std::vector<int64_t>{3, 2048});
+      },
+      "attention_steps: the WebGPU kernel holds at most 2048 positions");
+  const Backend& backend = gpu().backend();
+  EXPECT_TRUE(backend.supports(Capability::AttentionStep, 256, 2048));
+  EXPECT_TRUE(backend.supports(Capability::AttentionPrefill, 64, 100000));
+  EXPECT_FALSE(backend.supports(Capability::AttentionPrefill, 62, 8));
+  EXPECT_TRUE(Device::cpu().backend().supports(Capability::AttentionStep, 1000, 100000));
+  EXPECT_TRUE(Device::cpu().backend().supports(Capability::AttentionPrefill, 6, 8));
 }
 
 TEST(WebGpuFusedOps, AnAttentionChunkThatIsNotAWholeTileIsRefused) {

@@ -14,6 +14,12 @@ namespace forge {
 
 enum class BackendKind { Cpu, WebGpu };
 
+/// Fused kernels whose shapes a backend may limit (Backend::supports).
+enum class Capability {
+  AttentionStep,     // attention_step and attention_steps
+  AttentionPrefill,  // attention_prefill
+};
+
 /// out = alpha · op(a) · op(b) + bias, where op transposes when asked.
 /// Epilogues fuse the elementwise op that follows a product into its store (one pass over out
 /// instead of two): `accumulate` adds the result to out's contents (a residual add), `gelu`
@@ -86,6 +92,12 @@ class Backend {
   virtual void end_scope() {}
   virtual Counters counters() const { return {}; }
 
+  /// Whether the fused kernel `what` runs at head size `head_dim` over `keys` keys (a step's
+  /// pos + 1; a prefill's pos + t). When not, `why` (if given) gets the backend's reason: the ops
+  /// refuse with it, and a model asks first to take the composed path instead.
+  virtual bool supports(Capability what, int64_t head_dim, int64_t keys,
+                        std::string* why = nullptr) const = 0;
+
   // Kernels. Shape contracts are in ops/ops.h; every tensor here is already checked.
   virtual void copy(const Tensor& out, const Tensor& x) = 0;
   virtual void fill(const Tensor& out, float value) = 0;
@@ -116,27 +128,23 @@ class Backend {
   virtual void topn(const Tensor& out_ids, const Tensor& out_values, const Tensor& x) = 0;
   virtual void entropy(const Tensor& out, const Tensor& x) = 0;
 
-  // Training kernels (contracts in ops/train_ops.h). The defaults throw, so a backend compiles
-  // before it has them; unimplemented() names the op and the backend.
-  virtual void mul(const Tensor& out, const Tensor& a, const Tensor& b);
-  virtual void sum_rows(const Tensor& out, const Tensor& x);
-  virtual void sum_squares(const Tensor& out, const Tensor& x);
-  virtual void gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dy);
+  // Training kernels (contracts in ops/train_ops.h).
+  virtual void mul(const Tensor& out, const Tensor& a, const Tensor& b) = 0;
+  virtual void sum_rows(const Tensor& out, const Tensor& x) = 0;
+  virtual void sum_squares(const Tensor& out, const Tensor& x) = 0;
+  virtual void gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dy) = 0;
   virtual void layernorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
                                   const Tensor& dy, const Tensor& x, const Tensor& weight,
-                                  float eps);
+                                  float eps) = 0;
   virtual void softmax_causal_backward(const Tensor& dscores, const Tensor& probs,
-                                       const Tensor& dprobs, int64_t offset);
+                                       const Tensor& dprobs, int64_t offset) = 0;
   virtual void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout,
-                                  const Tensor& ids, int64_t seq_len, int64_t pos_offset);
+                                  const Tensor& ids, int64_t seq_len, int64_t pos_offset) = 0;
   virtual void cross_entropy(const Tensor& losses, const Tensor* dlogits, const Tensor& logits,
-                             const Tensor& targets, float grad_scale);
-  virtual void dropout(const Tensor& out, const Tensor& x, const DropoutParams& params);
+                             const Tensor& targets, float grad_scale) = 0;
+  virtual void dropout(const Tensor& out, const Tensor& x, const DropoutParams& params) = 0;
   virtual void adamw(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                     const AdamWParams& params);
-
- protected:
-  [[noreturn]] void unimplemented(const char* op) const;
+                     const AdamWParams& params) = 0;
 };
 
 /// RAII dispatch scope on a device: `{ DispatchScope scope(device); ...ops... }` is one submit.

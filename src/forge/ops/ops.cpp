@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -35,14 +36,19 @@ Shape check_attention(const Tensor& qkv, const Tensor& cache_k, const Tensor& ca
   return cache_k.shape();
 }
 
+/// That the backend of `qkv` runs the fused kernel `what` at this shape; its reason if not.
+void check_supported(const Tensor& qkv, Capability what, int64_t head_dim, int64_t keys,
+                     const char* op) {
+  std::string why;
+  FORGE_CHECK(backend_of(qkv).supports(what, head_dim, keys, &why), "{}: {}", op, why);
+}
+
 /// A decode step's position in caches [n_head, capacity, d]: inside the cache and within the
-/// fused kernel's limits.
-void check_step_position(const Shape& caches, int64_t pos, const char* op) {
+/// backend's fused kernel.
+void check_step_position(const Tensor& qkv, const Shape& caches, int64_t pos, const char* op) {
   FORGE_CHECK(pos >= 0 && pos < caches[1], "{}: position {} outside a cache of {}", op, pos,
               caches[1]);
-  FORGE_CHECK(pos < kAttentionStepMaxLength && caches[2] <= kAttentionStepMaxHeadDim,
-              "{}: at most {} positions and head size {} (got {} and {})", op,
-              kAttentionStepMaxLength, kAttentionStepMaxHeadDim, pos + 1, caches[2]);
+  check_supported(qkv, Capability::AttentionStep, caches[2], pos + 1, op);
 }
 
 /// Operands of both embeddings: u32 ids [n], f32 wte [vocab, c] and wpe [n_ctx, c], one device.
@@ -126,7 +132,7 @@ Tensor attention_step(const Tensor& qkv, const Tensor& cache_k, const Tensor& ca
   const Shape caches = check_attention(qkv, cache_k, cache_v, "attention_step");
   const int64_t n_head = caches[0], d = caches[2];
   FORGE_CHECK(qkv.dim(0) == 1, "attention_step: qkv must be one row, got {}", qkv.describe());
-  check_step_position(caches, pos, "attention_step");
+  check_step_position(qkv, caches, pos, "attention_step");
   Tensor out = Tensor::empty({1, n_head * d}, DType::F32, qkv.device());
   if (probs) *probs = Tensor::empty({n_head, 1, pos + 1}, DType::F32, qkv.device());
   const float alpha = 1.0f / std::sqrt(static_cast<float>(d));
@@ -151,7 +157,7 @@ Tensor attention_steps(const Tensor& qkv, std::span<const Tensor> cache_k,
     FORGE_CHECK(cache_k[i].shape() == caches,
                 "attention_steps: sequence {} has caches {}, sequence 0 has {}", i,
                 cache_k[i].describe(), cache_k[0].describe());
-    check_step_position(caches, pos[i], "attention_steps");
+    check_step_position(qkv, caches, pos[i], "attention_steps");
     for (const Tensor* c : {&cache_k[i], &cache_v[i]})
       starts.emplace_back(&c->buffer(), c->offset());
   }
@@ -172,9 +178,7 @@ Tensor attention_prefill(const Tensor& qkv, const Tensor& cache_k, const Tensor&
   FORGE_CHECK(pos >= 0 && pos + t <= capacity,
               "attention_prefill: positions [{}, {}) outside a cache of {}", pos, pos + t,
               capacity);
-  FORGE_CHECK(d % 4 == 0 && d <= kAttentionPrefillMaxHeadDim,
-              "attention_prefill: the head size must be a multiple of 4 up to {}, got {}",
-              kAttentionPrefillMaxHeadDim, d);
+  check_supported(qkv, Capability::AttentionPrefill, d, pos + t, "attention_prefill");
   Tensor out = Tensor::empty({t, n_head * d}, DType::F32, qkv.device());
   const float alpha = 1.0f / std::sqrt(static_cast<float>(d));
   backend_of(qkv).attention_prefill(out, qkv, cache_k, cache_v, pos, alpha);

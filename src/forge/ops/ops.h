@@ -56,9 +56,8 @@ void kv_append(const Tensor& cache, const Tensor& x, int64_t pos);
 /// with rows [0, pos) filled. Writes the token's k, v at row pos, then returns
 /// softmax(q·kᵀ/√d)·v over rows [0, pos] with the heads merged, [1, c] — exactly what
 /// split_heads, kv_append, matmul, softmax_causal, matmul and merge_heads compose. When `probs`
-/// is given it receives the attention weights, [n_head, 1, pos + 1].
-inline constexpr int64_t kAttentionStepMaxLength = 2048;  // rows one workgroup holds on a GPU
-inline constexpr int64_t kAttentionStepMaxHeadDim = 256;
+/// is given it receives the attention weights, [n_head, 1, pos + 1]. Throws with the backend's
+/// reason at a shape its kernel does not hold (Backend::supports; the CPU's holds any).
 Tensor attention_step(const Tensor& qkv, const Tensor& cache_k, const Tensor& cache_v, int64_t pos,
                       Tensor* probs = nullptr);
 /// attention_step for B independent sequences (a batched decode step): row b of qkv [B, 3c] is
@@ -71,11 +70,11 @@ Tensor attention_steps(const Tensor& qkv, std::span<const Tensor> cache_k,
 /// Several tokens' cached attention, fused (a prefill: one kernel per layer instead of seven, and
 /// no [n_head, t, pos + t] scores in memory): qkv [t, 3c] holds the q, k, v of positions
 /// [pos, pos + t). Writes their k, v at those rows of the caches, then returns row i's
-/// softmax(q·kᵀ/√d)·v over cache rows [0, pos + i], heads merged, [t, c]. The head size must be
-/// a multiple of 4 up to kAttentionPrefillMaxHeadDim (GPT-2's is 64 at every size). WebGPU reads
-/// every operand as vec4s, so each must start on a multiple of 4 floats in its buffer (caches,
-/// matmul outputs and their rows or heads do); it throws otherwise.
-inline constexpr int64_t kAttentionPrefillMaxHeadDim = 64;
+/// softmax(q·kᵀ/√d)·v over cache rows [0, pos + i], heads merged, [t, c]. Throws with the
+/// backend's reason at a head size its kernel does not hold (Backend::supports; the CPU's holds
+/// any, and every backend GPT-2's 64). WebGPU reads every operand as vec4s, so each must start on a
+/// multiple of 4 floats in its buffer (caches, matmul outputs and their rows or heads do); it
+/// throws otherwise.
 Tensor attention_prefill(const Tensor& qkv, const Tensor& cache_k, const Tensor& cache_v,
                          int64_t pos);
 

@@ -32,6 +32,8 @@ class CpuBackend final : public Backend {
 
   BackendKind kind() const override { return BackendKind::Cpu; }
   std::string name() const override { return "cpu (" + std::to_string(pool_.size()) + " threads)"; }
+  /// The CPU kernels hold any shape (the scores and weights are heap vectors).
+  bool supports(Capability, int64_t, int64_t, std::string*) const override { return true; }
 
   std::shared_ptr<Buffer> allocate(std::size_t bytes) override { return memory_->allocate(bytes); }
   void upload(Buffer& dst, std::size_t dst_offset, const void* src, std::size_t bytes) override {

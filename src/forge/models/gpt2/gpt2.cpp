@@ -296,9 +296,10 @@ nn::Var Gpt2::attention(const Gpt2Block& block, const nn::Var& x, int64_t batch,
     return nn::Var(ops::attention_steps(qkv.value(), k, v, pos));
   }
   KvCache* cache = caches.empty() ? nullptr : caches[0];
-  const bool one_step = cache && !pass.tape && qkv.value().dim(0) == 1 &&
-                        cache->length < ops::kAttentionStepMaxLength &&
-                        config_.head_dim() <= ops::kAttentionStepMaxHeadDim;
+  const int64_t d = config_.head_dim(), rows = qkv.value().dim(0);
+  const Backend& backend = device_.backend();
+  const bool one_step = cache && !pass.tape && rows == 1 &&
+                        backend.supports(Capability::AttentionStep, d, cache->length + 1);
   if (one_step) {  // a decode step: the whole attention is one fused kernel
     Tensor probs;
     const Tensor mixed = ops::attention_step(qkv.value(), cache->k[layer], cache->v[layer],
@@ -306,9 +307,9 @@ nn::Var Gpt2::attention(const Gpt2Block& block, const nn::Var& x, int64_t batch,
     if (pass.trace) pass.trace->push_back(probs);
     return nn::Var(mixed);
   }
-  const int64_t d = config_.head_dim();
   const bool fused_prefill =
-      cache && !pass.tape && !pass.trace && d % 4 == 0 && d <= ops::kAttentionPrefillMaxHeadDim;
+      cache && !pass.tape && !pass.trace &&
+      backend.supports(Capability::AttentionPrefill, d, cache->length + rows);
   if (fused_prefill) {  // several tokens into the cache, no probabilities asked for
     return nn::Var(
         ops::attention_prefill(qkv.value(), cache->k[layer], cache->v[layer], cache->length));
@@ -427,9 +428,11 @@ void Gpt2::check_step_caches(std::span<KvCache* const> caches, size_t count) con
     FORGE_CHECK(c->length >= 0 && c->length < config_.n_ctx,
                 "hidden_steps: the cache of sequence {} is full ({} of {} tokens)", b, c->length,
                 config_.n_ctx);
-    FORGE_CHECK(c->length < ops::kAttentionStepMaxLength,
-                "hidden_steps: sequence {} is at position {}, past the batched step's limit of {}",
-                b, c->length, ops::kAttentionStepMaxLength);
+    std::string why;
+    FORGE_CHECK(device_.backend().supports(Capability::AttentionStep, config_.head_dim(),
+                                           c->length + 1, &why),
+                "hidden_steps: sequence {} at position {} cannot take the batched step: {}", b,
+                c->length, why);
     for (size_t a = 0; a < b; ++a) {
       FORGE_CHECK(caches[a] != c, "hidden_steps: sequences {} and {} share one cache", a, b);
     }

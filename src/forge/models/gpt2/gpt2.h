@@ -119,8 +119,9 @@ class Gpt2 {
   /// sequence against its own cache. Returns hidden states after ln_f, [B, c]: row b is what
   /// hidden_step(*caches[b], ids[b]) returns, up to float rounding (a product over B rows may sum
   /// in another order than over one; B = 1 is that path exactly). Every cache advances by one.
-  /// Throws, with no cache touched, on sizes that differ, a null, repeated or full cache, or an
-  /// id outside the vocabulary. Positions past kAttentionStepMaxLength are not supported.
+  /// Throws, with no cache touched, on sizes that differ, a null, repeated or full cache, an id
+  /// outside the vocabulary, or a position the backend's fused step does not hold
+  /// (Backend::supports).
   Tensor hidden_steps(std::span<KvCache* const> caches, std::span<const uint32_t> ids) const;
   /// The same from ids already on the device ([B] U32, such as argmax of the last step's logits
   /// [B, vocab]), so a greedy batch goes on without a host round trip. Not range-checked on the

@@ -9,8 +9,8 @@
 // tile is two small matmuls through workgroup memory, each of the 128 invocations holding a
 // register tile: S = Q·Kᵀ as BR/16 rows × BC/8 keys, then O += P·V as BR/8 rows × 4 dims. The
 // next tile's keys and values are read into registers while this one is computed. (One row per
-// invocation, with q and the whole output row in registers, ran 3× slower than the unfused
-// kernels on an H200.)
+// invocation, with q and the output row in registers, was slower than the unfused kernels:
+// docs/runs/webgpu-kernels.)
 //
 // Keys are cut into chunks of p.chunk (a multiple of BC) so that the last rows' workgroups, which
 // see the most keys, are not the whole dispatch's critical path. A block whose keys fit one chunk

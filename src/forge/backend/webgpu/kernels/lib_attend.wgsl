@@ -1,7 +1,8 @@
 // One head of one token's cached attention (ops::attention_step), shared by attention_step and
 // attention_steps, one workgroup of WG invocations per head. The including kernel declares the
 // bindings qkv (read), cache_k, cache_v (read_write) and out.
-// Limits (checked by ops): pos + 1 ≤ MAX_LEN weights in workgroup memory, d ≤ 256.
+// Limits (stated by WebGpuBackend::supports, which ops ask): pos + 1 ≤ MAX_LEN weights in
+// workgroup memory, d ≤ 256.
 const WG = 256u;
 const MAX_LEN = 2048u;
 var<workgroup> q: array<f32, 256>;

@@ -4,7 +4,7 @@
 // rides in z; a shared (rank-2) b has batch stride 0. Offsets are elements into each binding's
 // window. Epilogue: flag 8 adds out's old contents (a residual add, or a later chunk of a
 // k-split product, which then has no bias flag); the host's `const GELU` applies the GELU last
-// (a constant, not a flag: see matmul_kernel in webgpu_backend.cpp).
+// (a constant, not a flag: see matmul_kernel in matmul.cpp).
 #include "lib_gelu"
 struct Params {
   m: u32, n: u32, k: u32, flags: u32,  // flags: 1 trans_a, 2 trans_b, 4 bias, 8 accumulate

@@ -1,14 +1,31 @@
 // WebGpuBackend's training kernels (contracts in ops/train_ops.h; CPU twins in
-// cpu/train_kernels.cpp). Included inside the class body of webgpu_backend.cpp, kept in a file of
-// its own so training and forward-kernel work do not edit the same lines.
+// cpu/train_kernels.cpp).
 //
 // Layout rules shared with the forward kernels: tensors are bound as windows (view/window), any
 // operand larger than one binding is split by rows or elements, and scratch (reduction
 // partials, LayerNorm's row statistics) comes from the pool for the duration of one call; the
 // queue orders a later reuse of that memory after these kernels.
+#include <cmath>
 
-public:
-void mul(const Tensor& out, const Tensor& a, const Tensor& b) override {
+#include "forge/backend/webgpu/webgpu_impl.h"
+
+namespace forge::webgpu {
+namespace {
+
+// Rows per partial in the column reductions, as cpu/train_kernels.cpp's kRowBlock.
+constexpr int64_t kColumnBlock = 64;
+
+/// Blocks of up to 64 rows that r rows make in chunks of `per`.
+int64_t column_blocks(int64_t r, int64_t per) {
+  int64_t blocks = 0;
+  for (int64_t r0 = 0; r0 < r; r0 += per)
+    blocks += (std::min(per, r - r0) + kColumnBlock - 1) / kColumnBlock;
+  return blocks;
+}
+
+}  // namespace
+
+void WebGpuBackend::mul(const Tensor& out, const Tensor& a, const Tensor& b) {
   elementwise(out.numel(), {&out, &a, &b}, [&](const std::vector<View>& w, int64_t n) {
     struct {
       uint32_t n, off_out, off_a, off_b;
@@ -17,7 +34,7 @@ void mul(const Tensor& out, const Tensor& a, const Tensor& b) override {
   });
 }
 
-void sum_rows(const Tensor& out, const Tensor& x) override {
+void WebGpuBackend::sum_rows(const Tensor& out, const Tensor& x) {
   const int64_t r = x.dim(0), c = x.dim(1);
   if (c == 0) return;
   if (r == 0) return fill(out, 0.0f);
@@ -40,7 +57,7 @@ void sum_rows(const Tensor& out, const Tensor& x) override {
   block_sum(out, part, blocks, c, c, 0);
 }
 
-void sum_squares(const Tensor& out, const Tensor& x) override {
+void WebGpuBackend::sum_squares(const Tensor& out, const Tensor& x) {
   const int64_t n = x.numel();
   if (n == 0) return fill(out, 0.0f);
   // One partial per 4096 elements of each binding-sized chunk, then one workgroup adds them.
@@ -65,7 +82,7 @@ void sum_squares(const Tensor& out, const Tensor& x) override {
   run_kernel(entry_kernel("sum_squares", "finish", "rw"), {part.binding, vo.binding}, p, {1, 1, 1});
 }
 
-void gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dy) override {
+void WebGpuBackend::gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dy) {
   elementwise(dx.numel(), {&dx, &x, &dy}, [&](const std::vector<View>& w, int64_t n) {
     struct {
       uint32_t n, off_dx, off_x, off_dy;
@@ -74,9 +91,9 @@ void gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dy) override
   });
 }
 
-void layernorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
-                        const Tensor& dy, const Tensor& x, const Tensor& weight,
-                        float eps) override {
+void WebGpuBackend::layernorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
+                                       const Tensor& dy, const Tensor& x, const Tensor& weight,
+                                       float eps) {
   const int64_t r = x.dim(0), c = x.dim(1);
   if (c == 0) return;
   if (r == 0) {
@@ -115,8 +132,8 @@ void layernorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& d
   block_sum(dbias, part, blocks, c, 2 * c, c);
 }
 
-void softmax_causal_backward(const Tensor& dscores, const Tensor& probs, const Tensor& dprobs,
-                             int64_t offset) override {
+void WebGpuBackend::softmax_causal_backward(const Tensor& dscores, const Tensor& probs,
+                                            const Tensor& dprobs, int64_t offset) {
   const int64_t t = probs.dim(1), s = probs.dim(2);
   const Tensor flat_out = dscores.reshape({dscores.dim(0) * t, s});
   const Tensor flat_p = probs.reshape({probs.dim(0) * t, s});
@@ -134,13 +151,12 @@ void softmax_causal_backward(const Tensor& dscores, const Tensor& probs, const T
       t);
 }
 
-void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout,
-                        const Tensor& ids, int64_t seq_len, int64_t pos_offset) override {
+void WebGpuBackend::embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout,
+                                       const Tensor& ids, int64_t seq_len, int64_t pos_offset) {
   const int64_t vocab = dwte.dim(0), c = dwte.dim(1), n = ids.numel(), n_ctx = dwpe.dim(0);
   fill(dwte, 0.0f);  // the scatter adds into it
   if (c == 0) return;
   const View vi = view(ids), vd = view(dout);
-  const gpu::Binding status{status_.get(), 0, 256};
   // dwte: per row chunk of dwte (it is as large as wte), the tokens whose id falls in it.
   const int64_t per = rows_per_binding(c, "embedding_backward: a row of dwte");
   for (int64_t r0 = 0; n > 0 && r0 < vocab; r0 += per) {
@@ -151,7 +167,7 @@ void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& do
           pad2;
     } p{u32(n),    u32(c),    u32(r0),   u32(r1), u32(vocab), r0 == 0 ? 1u : 0u,
         vi.offset, vd.offset, vw.offset, 0,       0,          0};
-    run("embedding_backward", "rrww", {vi.binding, vd.binding, vw.binding, status}, p,
+    run("embedding_backward", "rrww", {vi.binding, vd.binding, vw.binding, status_binding()}, p,
         grid(n * c, 256));
   }
   // dwpe: a gather over sequences, which cannot collide.
@@ -163,18 +179,17 @@ void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& do
   expect_status("embedding_backward", vocab);
 }
 
-void cross_entropy(const Tensor& losses, const Tensor* dlogits, const Tensor& logits,
-                   const Tensor& targets, float grad_scale) override {
+void WebGpuBackend::cross_entropy(const Tensor& losses, const Tensor* dlogits, const Tensor& logits,
+                                  const Tensor& targets, float grad_scale) {
   const int64_t r = logits.dim(0), v = logits.dim(1);
   if (r == 0) return;
   const View vl = view(losses), vt = view(targets);
-  const gpu::Binding status{status_.get(), 0, 256};
   std::vector<const Tensor*> tensors{&logits};
   if (dlogits) tensors.push_back(dlogits);
   // Logits at GPT-2's vocabulary and a large batch exceed one binding: chunks of rows.
   int64_t r0 = 0;
   row_chunks(r, v, tensors, [&](const std::vector<View>& w, int64_t rows) {
-    const gpu::Binding dl = dlogits ? w[1].binding : gpu::Binding{dummy_.get(), 0, 256};
+    const gpu::Binding dl = dlogits ? w[1].binding : dummy().binding;
     struct {
       uint32_t rows, v, off_x, off_targets, off_losses, off_dl, has_grad;
       float grad_scale;
@@ -182,14 +197,14 @@ void cross_entropy(const Tensor& losses, const Tensor* dlogits, const Tensor& lo
         w[0].offset,         u32(vt.offset + r0),
         u32(vl.offset + r0), dlogits ? w[1].offset : 0u,
         dlogits ? 1u : 0u,   grad_scale};
-    run("cross_entropy", "rrwww", {w[0].binding, vt.binding, vl.binding, dl, status}, p,
+    run("cross_entropy", "rrwww", {w[0].binding, vt.binding, vl.binding, dl, status_binding()}, p,
         grid(rows, 1));
     r0 += rows;
   });
   expect_status("cross_entropy", v);
 }
 
-void dropout(const Tensor& out, const Tensor& x, const DropoutParams& dp) override {
+void WebGpuBackend::dropout(const Tensor& out, const Tensor& x, const DropoutParams& dp) {
   // The mask is a function of the global element index: each chunk passes its first index.
   int64_t base = 0;
   elementwise(out.numel(), {&out, &x}, [&](const std::vector<View>& w, int64_t n) {
@@ -203,8 +218,8 @@ void dropout(const Tensor& out, const Tensor& x, const DropoutParams& dp) overri
   });
 }
 
-void adamw(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-           const AdamWParams& ap) override {
+void WebGpuBackend::adamw(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                          const AdamWParams& ap) {
   // The step's scalars are computed here exactly as cpu::ref::adamw computes them.
   const float decay = 1.0f - ap.lr * ap.weight_decay;
   const float step_size = ap.lr / ap.bias_correction1;
@@ -219,30 +234,14 @@ void adamw(const Tensor& param, const Tensor& grad, const Tensor& m, const Tenso
   });
 }
 
-private:
-// Rows per partial in the column reductions, as cpu/train_kernels.cpp's kRowBlock.
-static constexpr int64_t kColumnBlock = 64;
-
 /// Rows per chunk in the column reductions: whole 64-row blocks where one binding holds them
 /// (always, but for very wide rows under a small binding limit).
-int64_t column_chunk_rows(int64_t c) const {
+int64_t WebGpuBackend::column_chunk_rows(int64_t c) const {
   const int64_t per = rows_per_binding(c, "a row");
   return per >= kColumnBlock ? per / kColumnBlock * kColumnBlock : per;
 }
-/// Blocks of up to 64 rows that r rows make in chunks of `per`.
-static int64_t column_blocks(int64_t r, int64_t per) {
-  int64_t blocks = 0;
-  for (int64_t r0 = 0; r0 < r; r0 += per)
-    blocks += (std::min(per, r - r0) + kColumnBlock - 1) / kColumnBlock;
-  return blocks;
-}
 
-/// Pooled device scratch of `floats` floats, bound whole.
-struct TrainScratch {
-  std::shared_ptr<gpu::Buffer> buffer;
-  gpu::Binding binding;
-};
-TrainScratch train_scratch(int64_t floats) {
+WebGpuBackend::TrainScratch WebGpuBackend::train_scratch(int64_t floats) {
   const uint64_t bytes = static_cast<uint64_t>(std::max<int64_t>(floats, 1)) * 4;
   FORGE_CHECK(bytes <= ctx_->limits().max_storage_binding,
               "WebGPU: {} bytes of reduction scratch exceed the storage binding limit", bytes);
@@ -253,8 +252,8 @@ TrainScratch train_scratch(int64_t floats) {
 }
 
 /// out[j] = Σ_b part[off + b·stride + j] over `blocks` blocks, j < c (block_sum.wgsl).
-void block_sum(const Tensor& out, const TrainScratch& part, int64_t blocks, int64_t c,
-               int64_t stride, int64_t off) {
+void WebGpuBackend::block_sum(const Tensor& out, const TrainScratch& part, int64_t blocks,
+                              int64_t c, int64_t stride, int64_t off) {
   const View vo = view(out);
   struct {
     uint32_t blocks, c, stride, off_part, off_out, accumulate, pad0, pad1;
@@ -262,18 +261,4 @@ void block_sum(const Tensor& out, const TrainScratch& part, int64_t blocks, int6
   run("block_sum", "rw", {part.binding, vo.binding}, p, grid(c, 256));
 }
 
-/// A kernel at a named entry point of a .wgsl file with several.
-const gpu::Kernel& entry_kernel(const char* file, const char* entry, const char* storage) {
-  const std::string name = std::string(file) + "_" + entry;
-  return kernel(name, [&] { return gpu::KernelSpec{name, kernel_source(file), entry, storage}; });
-}
-
-/// Makes the next readback check the status word a kernel may have set for an id ≥ limit.
-void expect_status(const char* op, int64_t limit) {
-  embedding_pending_ = true;
-  vocab_ = limit;
-  status_op_ = op;
-}
-const char* status_op_ = "embedding";
-
-public:
+}  // namespace forge::webgpu
