@@ -145,6 +145,33 @@ function showStep(index) {
   renderAttention(step);
 }
 
+/** The "Stop at" field as generate's stopStrings: none when blank; \n types a new line. */
+function stopStrings() {
+  const text = $('stop-at').value.replaceAll('\\n', '\n');
+  return text ? [text] : [];
+}
+
+/**
+ * After a stop string: the generated tokens past `kept` (the result's text) are struck through,
+ * a token the cut falls inside is split, so the text not struck through is the result's.
+ */
+function markCut(kept) {
+  let at = 0;
+  for (const span of $('output').querySelectorAll('.tok.gen')) {
+    const text = span.textContent;
+    if (at >= kept.length) {
+      span.classList.add('cut');
+    } else if (at + text.length > kept.length) {
+      const rest = document.createElement('span');
+      rest.className = 'cut';
+      rest.textContent = text.slice(kept.length - at);
+      span.textContent = text.slice(0, kept.length - at);
+      span.after(rest);
+    }
+    at += text.length;
+  }
+}
+
 async function generate() {
   if (running || !model) return;
   clearError();
@@ -156,6 +183,7 @@ async function generate() {
       topN: TOP_N,
       attention: true,
       slidingWindow: true,
+      stopStrings: stopStrings(),
     };
     promptIds = model.encode($('prompt').value);
   } catch (e) {
@@ -206,6 +234,7 @@ async function generate() {
     generation.catch(() => {});  // a run stopped before it returned has nothing more to say
     const result = await Promise.race([generation, stopped]);
     const reason = result ? result.stopReason : 'callback';
+    if (reason === 'stop_string') markCut(result.text);
     if (result) {
       $('prefill').textContent = `${result.prefillMs.toFixed(1)} ms`;
       if (steps.length > 1) $('tokens-per-second').textContent = result.tokensPerSecond.toFixed(1);

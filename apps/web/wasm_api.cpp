@@ -19,6 +19,7 @@
 #include "forge/core/backend.h"
 #include "forge/core/error.h"
 #include "forge/models/gpt2/council.h"
+#include "forge/models/gpt2/generate.h"
 #include "forge/models/gpt2/gpt2.h"
 #include "forge/models/gpt2/sampler.h"
 #include "forge/models/gpt2/score.h"
@@ -153,159 +154,117 @@ EMSCRIPTEN_KEEPALIVE const char* forge_decode(Model* m, const uint32_t* ids, int
   });
 }
 
-/// Generates from prompt ids, calling forge_js_step once per token; the same steps as
-/// forge::generate (prefill, then one cached step per token, the same Sampler), so greedy ids
-/// equal the native CLI's. options: {maxTokens, greedy, temperature, topK, topP, seed, topN,
-/// attention, slidingWindow}. slidingWindow does what forge generate --sliding-window does when
-/// the context fills: keep its last half, prefill that again and go on; each step then says
-/// where its attention window starts (windowStart, in prompt + generated tokens). The first
-/// step carries prefillMs. Returns {ids, text, stopReason, prefillMs, decodeMs}.
+/// Generates from prompt ids, calling forge_js_step once per token: forge::Generation's steps,
+/// the ones forge generate runs, so greedy ids equal the native CLI's. options: {maxTokens,
+/// greedy, temperature, topK, topP, seed, topN, attention, slidingWindow, stopStrings}.
+/// slidingWindow and stopStrings are forge generate's --sliding-window and --stop: past a full
+/// context the last half of it is prefilled again and each step says where its attention window
+/// starts (windowStart, in prompt + generated tokens); the text ends before a stop string. A
+/// step's text is its token's own; the result's text is the stream's (without the stop string).
+/// The first step carries prefillMs. Returns {ids, text, stopReason, prefillMs, decodeMs}.
 EMSCRIPTEN_KEEPALIVE const char* forge_generate(Model* m, const uint32_t* prompt_ids, int count,
                                                 const char* options_json) {
   return guarded<const char*>(nullptr, [&]() -> const char* {
-    const forge::Gpt2& model = m->gpt2;
-    const forge::Gpt2Config& config = model.config();
+    const forge::Gpt2Config& config = m->gpt2.config();
     const json o = json::parse(options_json);
-    const int64_t max_tokens = o.value("maxTokens", int64_t{64});
     const int64_t top_n = o.value("topN", int64_t{8});
-    const bool want_attention = o.value("attention", true);
-    const bool sliding_window = o.value("slidingWindow", false);
-    forge::SamplingOptions sampling;
+    FORGE_CHECK(top_n >= 0, "topN must be ≥ 0, got {}", top_n);
+    forge::GenerateOptions options;
+    options.max_tokens = o.value("maxTokens", int64_t{64});
+    options.sliding_window = o.value("slidingWindow", false);
+    forge::SamplingOptions& sampling = options.sampling;
     sampling.greedy = o.value("greedy", false);
     sampling.temperature = o.value("temperature", 1.0f);
     sampling.top_k = o.value("topK", int64_t{0});
     sampling.top_p = o.value("topP", 1.0f);
     sampling.seed = o.value("seed", uint64_t{0});
-    const std::span<const uint32_t> prompt(prompt_ids, static_cast<size_t>(count));
-    FORGE_CHECK(!prompt.empty(), "empty prompt: give at least one token");
-    FORGE_CHECK(static_cast<int64_t>(prompt.size()) <= config.n_ctx,
-                "prompt of {} tokens exceeds the model's context of {} tokens", prompt.size(),
-                config.n_ctx);
-    FORGE_CHECK(max_tokens >= 0, "max tokens must be ≥ 0, got {}", max_tokens);
-    FORGE_CHECK(top_n >= 0, "topN must be ≥ 0, got {}", top_n);
-    model.check_ids(prompt);
+    const json stops = o.contains("stopStrings") ? o.at("stopStrings") : json::array();
+    FORGE_CHECK(stops.is_array(), "stopStrings must be an array of strings, got {}", stops.dump());
+    for (const json& s : stops) {
+      FORGE_CHECK(s.is_string(), "stop strings must be strings, got {}", s.dump());
+      options.stop_strings.push_back(s.get<std::string>());
+    }
+    forge::Generation generation(m->gpt2, m->tokenizer.get(),
+                                 std::span<const uint32_t>(prompt_ids, static_cast<size_t>(count)),
+                                 options);
 
-    forge::Sampler sampler(sampling);
-    forge::StreamDecoder decoder(*m->tokenizer);
-    const std::optional<uint32_t> eos = config.eos_token_id >= 0
-                                            ? std::optional<uint32_t>(config.eos_token_id)
-                                            : m->tokenizer->eos_id();
-    forge::KvCache cache = model.new_cache();
-    forge::AttentionTrace trace;
-    std::vector<float> attention;
-    std::vector<forge::TokenProbability> top;
-    const auto begin = std::chrono::steady_clock::now();
-    auto yielded = begin;
-
-    // One step's device work in one scope and one readback: the forward, the head, the
-    // shortlist, the choice (when greedy) and the newest row of every layer's attention. Each
-    // round trip costs a browser's GPU process far more than the kernels of a small model.
-    const auto choose = [&](const forge::Tensor& hidden) {
-      const forge::Tensor logits =
-          model.logits_from_hidden(hidden.rows(hidden.dim(0) - 1, hidden.dim(0)));
-      std::vector<forge::Tensor> keep;  // the tensors the reads below point into
-      std::vector<forge::TensorRead> reads;
-      std::optional<forge::ops::TopN> shortlist;
-      std::vector<uint32_t> top_ids;
-      std::vector<float> top_values;
+    // What the page shows of a step, read back with the step's id (one round trip a step costs
+    // a browser's GPU process far more than the kernels of a small model): the shortlist and the
+    // newest query row of every layer's attention.
+    const bool want_attention = o.value("attention", true);
+    std::vector<uint32_t> top_ids;
+    std::vector<float> top_values, attention;
+    int64_t window_start = 0, window_length = 0;
+    forge::StepHook hook;
+    hook.attention = want_attention;
+    hook.add_reads = [&](const forge::StepTensors& step, forge::StepReads& reads) {
+      top_ids.clear();
+      top_values.clear();
       if (top_n > 0) {
-        shortlist = forge::top_probability_tensors(logits, top_n);
-        top_ids.resize(shortlist->ids.numel());
+        const forge::ops::TopN shortlist = forge::top_probability_tensors(step.logits, top_n);
+        top_ids.resize(static_cast<size_t>(shortlist.ids.numel()));
         top_values.resize(top_ids.size());
-        reads.push_back({shortlist->ids, top_ids.data()});
-        reads.push_back({shortlist->values, top_values.data()});
+        reads.add(shortlist.ids, top_ids.data());
+        reads.add(shortlist.values, top_values.data());
       }
-      uint32_t id = 0;
-      const forge::Tensor choice = sampler.greedy() ? forge::ops::argmax(logits) : forge::Tensor();
-      if (choice.defined()) reads.push_back({choice, &id});
       size_t kv_total = 0;
-      for (const forge::Tensor& layer : trace) kv_total += config.n_head * layer.dim(2);
+      for (const forge::Tensor& layer : step.attention) kv_total += config.n_head * layer.dim(2);
       attention.resize(kv_total);
-      keep.reserve(trace.size());
       size_t at = 0;
-      for (const forge::Tensor& layer : trace) {  // [heads, t, kv] → the last query row
+      for (const forge::Tensor& layer : step.attention) {  // [heads, t, kv] → the last query row
         const int64_t t = layer.dim(1), kv = layer.dim(2);
-        keep.push_back(layer.narrow(1, t - 1, 1));
-        reads.push_back({keep.back(), attention.data() + at});
+        reads.add(layer.narrow(1, t - 1, 1), attention.data() + at);
         at += config.n_head * kv;
       }
-      forge::read_together(reads);
-      top.clear();
-      for (size_t i = 0; i < top_ids.size(); ++i) top.push_back({top_ids[i], top_values[i]});
-      return choice.defined() ? id : sampler.sample(logits);
+      window_start = step.window_start;
+      window_length = step.attention.empty() ? 0 : step.attention[0].dim(2);
     };
-    forge::AttentionTrace* tracing = want_attention ? &trace : nullptr;
-    uint32_t id = 0;
-    {
-      forge::DispatchScope scope(model.device());
-      id = choose(model.prefill(cache, prompt, tracing));
-    }
-    const double prefill_ms = ms_since(begin);
-    const auto decode_start = std::chrono::steady_clock::now();
+    generation.set_step_hook(std::move(hook));
 
-    std::vector<uint32_t> context(prompt.begin(), prompt.end());
-    std::vector<uint32_t> ids;
-    std::string text;
-    const char* reason = "max_tokens";
-    while (static_cast<int64_t>(ids.size()) < max_tokens) {
-      if (eos && id == *eos) {
-        reason = "eos";
-        break;
-      }
-      ids.push_back(id);
-      context.push_back(id);
-      const std::string piece = decoder.push(id);
-      text += piece;
+    // Each token's own text for the page; the stream's text is held back while a stop string
+    // may be forming, and comes back in the result.
+    forge::StreamDecoder decoder(*m->tokenizer);
+    const auto begin = std::chrono::steady_clock::now();
+    auto yielded = begin;
+    const forge::TokenCallback on_token = [&](uint32_t id, std::string_view) {
+      if (id == forge::kNoToken) return true;
+      const size_t index = generation.result().ids.size() - 1;
       json step_top = json::array();
-      for (const auto& t : top) {
-        step_top.push_back({{"id", t.id},
-                            {"text", token_text(*m->tokenizer, t.id)},
-                            {"probability", t.probability}});
+      for (size_t i = 0; i < top_ids.size(); ++i) {
+        step_top.push_back({{"id", top_ids[i]},
+                            {"text", token_text(*m->tokenizer, top_ids[i])},
+                            {"probability", top_values[i]}});
       }
-      json step = {{"index", ids.size() - 1},
+      json step = {{"index", index},
                    {"id", id},
-                   {"text", piece},
+                   {"text", decoder.push(id)},
                    {"top", step_top},
                    {"elapsedMs", ms_since(begin)}};
-      if (ids.size() == 1) step["prefillMs"] = prefill_ms;
+      if (index == 0) step["prefillMs"] = generation.result().prefill_ms;
       if (want_attention) {
-        // The positions this step's attention saw: the cache, which began at windowStart.
         step["attention"] = {{"layers", config.n_layer},
                              {"heads", config.n_head},
-                             {"length", cache.length},
-                             {"windowStart", context.size() - 1 - cache.length}};
+                             {"length", window_length},
+                             {"windowStart", window_start}};
       }
       if (!forge_js_step(out(step), attention.data(), static_cast<int>(attention.size()))) {
-        reason = "callback";
-        break;
-      }
-      if (static_cast<int64_t>(ids.size()) == max_tokens) break;
-      if (cache.length == config.n_ctx && !sliding_window) {
-        reason = "context_full";
-        break;
+        return false;
       }
       // The CPU backend never waits, so let the page paint now and then.
       if (ms_since(yielded) > 30.0) {
         emscripten_sleep(0);
         yielded = std::chrono::steady_clock::now();
       }
-      forge::DispatchScope scope(model.device());
-      if (cache.length == config.n_ctx) {  // as forge::generate slides its window
-        const size_t keep = static_cast<size_t>(config.n_ctx / 2);
-        cache = model.new_cache();
-        id = choose(model.prefill(
-            cache, std::span<const uint32_t>(context.data() + context.size() - keep, keep),
-            tracing));
-      } else {
-        id = choose(model.hidden_step(cache, id, tracing));
-      }
+      return true;
+    };
+    while (generation.step(on_token)) {
     }
-    text += decoder.finish();
-    return out({{"ids", ids},
-                {"text", text},
-                {"stopReason", reason},
-                {"prefillMs", prefill_ms},
-                {"decodeMs", ids.empty() ? 0.0 : ms_since(decode_start)}});
+    const forge::GenerateResult& result = generation.result();
+    return out({{"ids", result.ids},
+                {"text", result.text},
+                {"stopReason", forge::stop_reason_name(result.reason)},
+                {"prefillMs", result.prefill_ms},
+                {"decodeMs", result.decode_ms}});
   });
 }
 

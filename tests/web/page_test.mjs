@@ -1,8 +1,9 @@
 // The "Watch it think" page in headless Chromium against a real `forge serve`, asserted on what
-// a person sees: greedy tokens identical to native `forge generate`, attention rows that sum to
-// 1, a sorted shortlist of probabilities, the backend named (WebGPU via SwiftShader, then the CPU
-// fallback with its reason), a clear error for an over-long prompt, no console error and no
-// failed request. Writes a screenshot to $FORGE_ARTIFACT_DIR.
+// a person sees: greedy tokens identical to native `forge generate` (also with --stop and
+// --sliding-window), attention rows that sum to 1, a sorted shortlist of probabilities, the
+// backend named (WebGPU via SwiftShader, then the CPU fallback with its reason), a clear error
+// for an over-long prompt, no console error and no failed request. Writes screenshots to
+// $FORGE_ARTIFACT_DIR.
 //
 // Exit status: 0 pass, 1 fail, 77 skip (no chromium or playwright-core, unless
 // FORGE_TEST_REQUIRE_WEBGPU=1, when their absence is a failure).
@@ -196,6 +197,25 @@ async function checkSlidingWindow(page) {
   assert.equal(cells.at(-1), native.prompt_ids.length + total - 2, 'the strip does not end at the newest position');
 }
 
+/** "Stop at" ends the run where its text appears, as `forge generate --stop` does: the same ids,
+ *  the text before the stop string shown, the stop string struck through. */
+async function checkStopString(page, reference) {
+  const stop = reference.text.slice(12, 15);
+  assert.ok(!/[\n\\]/.test(stop), `pick another stop string than ${JSON.stringify(stop)}: a text field holds no new line`);
+  const native = await nativeGenerate(PROMPT, TOKENS, 'cpu', ['--stop', stop]);
+  assert.equal(native.stop_reason, 'stop_string');
+  await page.fill('#stop-at', stop);
+  const out = await generateOnPage(page, PROMPT, TOKENS);
+  assert.deepEqual(out.ids, native.ids, 'ids differ from native forge generate --stop');
+  assert.equal(await page.getAttribute('#stop-reason', 'data-reason'), 'stop_string');
+  assert.equal((await page.textContent('#stop-reason')).trim(), 'stop text');
+  const shown = await page.$$eval('#output .tok.gen:not(.cut)', (spans) => spans.map((s) => s.textContent).join(''));
+  assert.equal(shown, native.text, 'the text not struck through is not native forge generate --stop\'s');
+  const cut = await page.$$eval('#output .cut', (spans) => spans.map((s) => s.textContent).join(''));
+  assert.ok(cut.startsWith(stop), `struck through: "${cut}", not the stop string "${stop}"`);
+  assert.equal(await page.$eval('#output .cut', (el) => getComputedStyle(el).textDecorationLine), 'line-through');
+}
+
 /** A start-up error (a checkpoint the model lacks) leaves no progress bar or "…" placeholders. */
 async function checkStartupError(browser, url) {
   const page = await browser.page.context().newPage();
@@ -250,6 +270,9 @@ async function runCase(server, { webgpu, native }) {
     await page.screenshot({ path: shot, fullPage: true });
     // On the 40-token run: a Stop on SwiftShader may leave a run of one or two confident steps.
     await checkSmallProbabilities(page);
+    await checkStopString(page, native);
+    await page.screenshot({ path: join(artifacts, webgpu ? 'page-stop.png' : 'page-stop-cpu.png'), fullPage: true });
+    await page.fill('#stop-at', '');
 
     // Tokens stream: Stop, clicked once the first token shows, ends a long generation early.
     // (200 tokens fit the context after the prompt, so only Stop can end it early.)

@@ -162,6 +162,29 @@ test('each step reports a sorted shortlist and attention rows that sum to 1', as
   forge.dispose();
 });
 
+test('stopStrings end the text as forge generate --stop does', async () => {
+  const forge = await cpuForge();
+  const model = await forge.loadModel(`${base}/char/`);
+  const prompt = 'Mr. Speaker, the state of the Union';
+  const args = ['generate', '--model', charDir, '--prompt', prompt, '--greedy', '--max-tokens', '48'];
+  const stop = native(args).text.slice(20, 23);
+  const want = native([...args, '--stop', stop]);
+  assert.equal(want.stop_reason, 'stop_string');
+  const steps = [];
+  const got = await model.generate(prompt, {
+    greedy: true, maxTokens: 48, stopStrings: [stop], onToken: (step) => { steps.push(step); },
+  });
+  assert.deepEqual(got.ids, want.ids);
+  assert.equal(got.text, want.text);
+  assert.equal(got.stopReason, 'stop_string');
+  // Each step carries its token's own text: the stop string is among them, not in the result.
+  assert.equal(steps.map((s) => s.text).join('').indexOf(stop), got.text.length);
+  await assert.rejects(model.generate(prompt, { stopStrings: [''] }), /empty stop string/);
+  await assert.rejects(model.generate(prompt, { stopStrings: 'x' }), /stopStrings must be an array/);
+  model.dispose();
+  forge.dispose();
+});
+
 test('onToken returning false stops generation', async () => {
   const forge = await cpuForge();
   const model = await forge.loadModel(`${base}/char/`);

@@ -156,11 +156,45 @@ uint32_t Generation::choose(const Tensor& hidden) {
 }
 
 uint32_t Generation::choose_from_logits(const Tensor& logits) {
-  if (options_.top_logprobs < 0) return sampler_.sample(logits);
-  const std::vector<float> row = logits.to_floats();
-  const uint32_t id = sampler_.sample(std::span<const float>(row));
-  pending_logprobs_ = logprobs_of(row, id, options_.top_logprobs);
+  StepReads extra;
+  if (hook_.add_reads) {
+    const int64_t window_start = static_cast<int64_t>(context_.size()) - cache_.length;
+    hook_.add_reads(StepTensors{logits, trace_, window_start}, extra);
+  }
+  if (extra.reads_.empty()) {
+    if (options_.top_logprobs < 0) return sampler_.sample(logits);
+    const std::vector<float> row = logits.to_floats();
+    const uint32_t id = sampler_.sample(std::span<const float>(row));
+    pending_logprobs_ = logprobs_of(row, id, options_.top_logprobs);
+    return id;
+  }
+  // The hook's tensors, then the argmax or the logits row the choice needs: one read_together.
+  std::vector<TensorRead> reads;
+  for (const StepReads::Read& r : extra.reads_) reads.push_back({r.tensor, r.dst});
+  uint32_t id = 0;
+  std::vector<float> row;
+  Tensor argmax;
+  if (options_.top_logprobs >= 0) {
+    row.resize(static_cast<size_t>(logits.numel()));
+    reads.push_back({logits, row.data()});
+  } else if (sampler_.greedy()) {
+    argmax = ops::argmax(logits);
+    reads.push_back({argmax, &id});
+  }
+  read_together(reads);
+  if (options_.top_logprobs >= 0) {
+    id = sampler_.sample(std::span<const float>(row));
+    pending_logprobs_ = logprobs_of(row, id, options_.top_logprobs);
+  } else if (!argmax.defined()) {
+    id = sampler_.sample(logits);  // a draw reads its own candidates (top-k's, or the row)
+  }
   return id;
+}
+
+void Generation::set_step_hook(StepHook hook) {
+  FORGE_CHECK(!started_, "a step hook must be set before the first step");
+  hook_ = std::move(hook);
+  in_flight_ = 1;  // the hook reads every step's tensors, so each step needs its own readback
 }
 
 bool Generation::step(const TokenCallback& on_token) {
@@ -168,7 +202,7 @@ bool Generation::step(const TokenCallback& on_token) {
   if (needs_decode_) {
     needs_decode_ = false;
     DispatchScope scope(model_.device());
-    id_ = choose(model_.hidden_step(cache_, id_));
+    id_ = choose(model_.hidden_step(cache_, id_, trace()));
   }
   return true;
 }
@@ -182,6 +216,7 @@ void Generation::step_together(std::span<Generation* const> generations,
   for (size_t i = 0; i < generations.size(); ++i) {
     Generation& g = *generations[i];
     FORGE_CHECK(&g.model_ == &generations[0]->model_, "step_together: generations of two models");
+    FORGE_CHECK(!g.hook_.add_reads, "step_together: a generation with a step hook steps alone");
     more[i] = g.advance(on_token[i]);
     if (more[i] && g.needs_decode_) decoding.push_back(&g);
   }
@@ -216,7 +251,7 @@ bool Generation::advance(const TokenCallback& on_token) {
     start_ = std::chrono::steady_clock::now();
     cache_ = model_.new_cache();
     DispatchScope scope(model_.device());
-    id_ = choose(model_.prefill(cache_, context_));
+    id_ = choose(model_.prefill(cache_, context_, trace()));
     result_.prefill_ms = ms_since(start_);
     start_ = std::chrono::steady_clock::now();
     if (options_.max_tokens == 0) finish(on_token);
@@ -263,7 +298,7 @@ bool Generation::advance(const TokenCallback& on_token) {
     cache_ = model_.new_cache();
     const std::span<const uint32_t> tail(context_.data() + context_.size() - keep, keep);
     DispatchScope scope(model_.device());
-    id_ = choose(model_.prefill(cache_, tail));
+    id_ = choose(model_.prefill(cache_, tail, trace()));
   } else if (in_flight_ > 1) {
     const std::vector<uint32_t> ids = greedy_steps(
         model_, cache_, id_, std::min({in_flight_, wanted, config.n_ctx - cache_.length}));

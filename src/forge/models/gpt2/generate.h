@@ -78,6 +78,38 @@ std::vector<uint32_t> greedy_steps(const Gpt2& model, KvCache& cache, uint32_t i
 /// GenerateOptions::steps_in_flight's 0: 8 on WebGPU, 1 on the CPU.
 int64_t default_steps_in_flight(const Device& device);
 
+/// What a step hook sees of a step: its tensors, inside the step's dispatch scope, before the
+/// step's readback.
+struct StepTensors {
+  const Tensor& logits;             // [1, vocab]: the row the next token is chosen from
+  const AttentionTrace& attention;  // each layer's [heads, queries, keys]; empty unless traced
+  int64_t window_start = 0;         // the context position of the cache's first entry
+};
+
+/// Tensors a step hook wants back, each with where its values go (row-major, as read_together
+/// writes them); they come back in the step's one read_together, with the chosen id.
+class StepReads {
+ public:
+  void add(Tensor tensor, void* dst) { reads_.push_back({std::move(tensor), dst}); }
+
+ private:
+  friend class Generation;
+  struct Read {
+    Tensor tensor;
+    void* dst;
+  };
+  std::vector<Read> reads_;
+};
+
+/// A caller that shows every step as it happens (the browser's "Watch it think") reads what it
+/// shows in the step's own readback: `add_reads` runs once for each forward that chooses a token
+/// (the prefill, every decode step, the re-prefill when the window slides), before the token it
+/// chose is emitted. A generation with a hook goes one step to a submit and steps alone.
+struct StepHook {
+  bool attention = false;  // trace every layer's attention probabilities for StepTensors
+  std::function<void(const StepTensors&, StepReads&)> add_reads;
+};
+
 namespace detail {
 class StopFilter;
 }
@@ -95,13 +127,15 @@ class Generation {
   Generation(const Generation&) = delete;
   Generation& operator=(const Generation&) = delete;
 
+  /// Before the first step: runs `hook` on every step (steps in flight are then off).
+  void set_step_hook(StepHook hook);
   /// Advances one step, calling `on_token` as generate() does; returns whether more steps remain.
   bool step(const TokenCallback& on_token = {});
   /// Advances each generation one step as step() does, except that the one-token decode
   /// forwards of all of them go through one batched forward (Gpt2::hidden_steps) and one LM head:
   /// a step of B sequences costs about one weight read instead of B. Prefills (a generation's
-  /// first step) still run alone. All must share one model; `more[i]` says whether generation i
-  /// has steps left. On an error the generations are left mid-step: drop them.
+  /// first step) still run alone. All must share one model and have no step hook; `more[i]` says
+  /// whether generation i has steps left. On an error the generations are left mid-step: drop them.
   static void step_together(std::span<Generation* const> generations,
                             std::span<const TokenCallback> on_token, std::vector<bool>& more);
   bool done() const { return done_; }
@@ -110,6 +144,8 @@ class Generation {
 
  private:
   uint32_t choose(const Tensor& hidden);
+  /// Where the forwards record attention: the hook's trace when it asks for one.
+  AttentionTrace* trace() { return hook_.attention ? &trace_ : nullptr; }
   /// id_ from a logits row [1, vocab], with its log-probabilities when they are wanted.
   uint32_t choose_from_logits(const Tensor& logits);
   /// A step's host part: emits id_, checks the stops, runs a prefill or in-flight greedy steps
@@ -133,6 +169,8 @@ class Generation {
   TokenLogprobs pending_logprobs_;  // id_'s, when they are wanted
   bool started_ = false, done_ = false, needs_decode_ = false;
   std::chrono::steady_clock::time_point start_;
+  StepHook hook_;
+  AttentionTrace trace_;
 };
 
 /// The prompt must hold 1 … n_ctx valid ids. `tokenizer` may be null (no text, no stop strings).
