@@ -174,7 +174,7 @@ INSTANTIATE_TEST_SUITE_P(Devices, StepHookTest, ::testing::ValuesIn(test::device
 
 TEST(WebGpuStepHook, TheHooksTensorsComeBackInTheStepsOneReadback) {
   if (!test::webgpu_required() && !webgpu_available()) GTEST_SKIP() << "no WebGPU adapter";
-  const Device device = test::shared_webgpu_device();
+  const Device device = test::gpu();
   const Gpt2 model = expert(device);
   const std::vector<uint32_t> prompt = tokenizer().encode("Fellow citizens");
   GenerateOptions options;
