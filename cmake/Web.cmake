@@ -1,9 +1,6 @@
 # The browser build (emcmake cmake -DFORGE_WEB=ON, driven by scripts/build_web.sh): the inference
 # runtime as one wasm ES module, forge_wasm.{js,wasm}. No tests, benchmarks, CLI or trainer; no
 # Dawn (the browser context runs on the device JS hands in); no libutf8proc (generated tables).
-add_library(forge_warnings INTERFACE)
-target_compile_options(forge_warnings INTERFACE -Wall -Wextra -Werror)
-
 # forge::Error must reach JS as a message, so C++ exceptions stay on (Emscripten's JS-based
 # ones: 3.1.6's wasm-native exceptions do not combine with Asyncify). SIMD128 lets clang
 # vectorise the portable CPU kernels.
@@ -26,9 +23,7 @@ if(NOT FORGE_CHAR_CLASS_RANGES OR NOT EXISTS ${FORGE_CHAR_CLASS_RANGES})
                       "with scripts/build_web.sh")
 endif()
 
-file(GLOB_RECURSE FORGE_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/forge/*.cpp)
-list(FILTER FORGE_SOURCES EXCLUDE REGEX "/(platform_dawn|dawn_loader|adapter)\\.cpp$|/train/")
-add_library(forge STATIC ${FORGE_SOURCES})
+add_library(forge STATIC ${FORGE_SOURCES} ${FORGE_BROWSER_SOURCES})
 target_include_directories(forge PUBLIC ${PROJECT_SOURCE_DIR}/src)
 target_include_directories(forge SYSTEM PUBLIC ${FORGE_HOST_INCLUDE})
 target_compile_definitions(forge PUBLIC FMT_HEADER_ONLY)

@@ -42,6 +42,11 @@ cp -R "$root/web/." "$build/site.new/"
 # Linked into forge_wasm.js, and documentation: not served.
 rm "$build/site.new/forge_webgpu_fixes.js" "$build/site.new/README.md"
 cp "$build/forge_wasm.js" "$build/forge_wasm.wasm" "$build/site.new/"
-rm -rf "$build/site"
-mv "$build/site.new" "$build/site"
+# Left alone when current: the test suite runs this beside tests that serve the site.
+if diff -rq "$build/site.new" "$build/site" >/dev/null 2>&1; then
+  rm -rf "$build/site.new"
+else
+  rm -rf "$build/site"
+  mv "$build/site.new" "$build/site"
+fi
 echo "build_web: site in $build/site"

@@ -7,7 +7,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/scripts/setup.sh"
 # Setup installs lavapipe, so the WebGPU cases must run (test discovery reads this too).
 export FORGE_TEST_REQUIRE_WEBGPU="${FORGE_TEST_REQUIRE_WEBGPU:-1}"
-# The browser module first: the native build registers its tests once the site exists.
+# The browser module (web.site_build in the suite would build it too; here its errors come first).
 bash "$root/scripts/build_web.sh"
 bash "$root/scripts/build.sh" -DFORGE_BUILD_TESTS=ON -DFORGE_BUILD_BENCH=ON "$@"
 build="${FORGE_BUILD_DIR:-$root/build}"

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # On the lent GPU machine: the same GPU benchmarks from two builds, interleaved so that clocks
 # and the other tenants weigh on both alike: GPT-2 124M and 6L-384 decode (16-token prompt, 128
-# tokens) and 1024-token prefill (best of 20), twice each, before then after.
-#   tools/device/compare_bundles.sh OUT_DIR BEFORE_BUNDLE   (after: .device/bundle.tar.xz)
+# tokens) and 1024-token prefill (best of 20), twice each, before then after; with --train also
+# training tokens/s at batch 8 x 1024 BPE tokens (steps 3-11, as tools/device/h200.sh --train).
+#   tools/device/compare_bundles.sh OUT_DIR BEFORE_BUNDLE [--train]   (after: .device/bundle.tar.xz)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:?usage: compare_bundles.sh OUT_DIR BEFORE_BUNDLE}
-before=${2:?usage: compare_bundles.sh OUT_DIR BEFORE_BUNDLE}
+before=${2:?usage: compare_bundles.sh OUT_DIR BEFORE_BUNDLE [--train]}
 mkdir -p "$out"
 FORGE_DEVICE_BUNDLE=$before FORGE_DEVICE_DEST=/tmp/forge-before source "$root/tools/device/env.sh"
 bins=(before:/tmp/forge-before/bin after:/tmp/forge/bin)
@@ -26,5 +27,23 @@ for round in 1 2; do
         "$out/decode_${tag}_${name}_$round.json"), prefill $(grep -o '"prefill_ms":[^,}]*' \
         "$out/prefill_${tag}_${name}_$round.json")"
     done
+  done
+done
+[ "${3:-}" = "--train" ] || exit 0
+head -c 2000000 < <(xz -dc "$root/.device/sotu.txt.xz") > /tmp/compare-corpus.txt
+for shape in "--n-layer 12 --n-head 12 --n-embd 768" "--n-layer 6 --n-head 6 --n-embd 384"; do
+  tag=$(echo "$shape" | awk '{print $2 "L" $6}')
+  for entry in "${bins[@]}"; do
+    name=${entry%%:*} dir=${entry#*:}
+    # shellcheck disable=SC2086
+    LD_LIBRARY_PATH="$dir" "$dir/forge" train --backend webgpu --tokenizer bpe \
+      --bpe-dir "$root/third_party/gpt2" --corpus /tmp/compare-corpus.txt --out "/tmp/speed-$name" \
+      --force $shape --n-ctx 1024 --batch 8 --steps 12 --eval-interval 1000 --log-interval 1 \
+      > "$out/train_${tag}_$name.txt" 2>&1
+    cp "/tmp/speed-$name/train_log.csv" "$out/train_${tag}_$name.csv"
+    # tokens_per_s (column 5) is the mean since step 0, so step s ends at s * 8192 / column 5.
+    awk -F, -v label="$tag $name" '$1 == 3 {t3 = 3 * 8192 / $5} $1 == 11 {t11 = 11 * 8192 / $5}
+      END {printf "%s: train %.0f tokens/s (batch 8 x 1024, steps 3-11)\n", label, 8 * 8192 / (t11 - t3)}' \
+      "$out/train_${tag}_$name.csv"
   done
 done

@@ -126,11 +126,6 @@ struct ContextOptions {
   bool profile = false;  // time every dispatch alone, print a table at exit (slow; tuning only)
 };
 
-/// Options from the environment: FORGE_ADAPTER, FORGE_WEBGPU_MAX_BINDING and
-/// FORGE_WEBGPU_WORKGROUP_STORAGE (bytes, k/m/g suffixes allowed), FORGE_WEBGPU_TOGGLES
-/// (comma-separated), FORGE_WEBGPU_PROFILE=1. FORGE_ADAPTER=null allows Null.
-ContextOptions options_from_env();
-
 class Context {
  public:
   virtual ~Context() = default;
