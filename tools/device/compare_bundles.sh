@@ -41,9 +41,6 @@ for shape in "--n-layer 12 --n-head 12 --n-embd 768" "--n-layer 6 --n-head 6 --n
       --force $shape --n-ctx 1024 --batch 8 --steps 12 --eval-interval 1000 --log-interval 1 \
       > "$out/train_${tag}_$name.txt" 2>&1
     cp "/tmp/speed-$name/train_log.csv" "$out/train_${tag}_$name.csv"
-    # tokens_per_s (column 5) is the mean since step 0, so step s ends at s * 8192 / column 5.
-    awk -F, -v label="$tag $name" '$1 == 3 {t3 = 3 * 8192 / $5} $1 == 11 {t11 = 11 * 8192 / $5}
-      END {printf "%s: train %.0f tokens/s (batch 8 x 1024, steps 3-11)\n", label, 8 * 8192 / (t11 - t3)}' \
-      "$out/train_${tag}_$name.csv"
+    train_speed "$out/train_${tag}_$name.csv" "$tag $name: train"
   done
 done

@@ -29,10 +29,7 @@ if [ "${1:-}" = "--train" ]; then
     "$bin/forge" train --backend webgpu --tokenizer bpe --bpe-dir "$root/third_party/gpt2" \
       --corpus "$corpus" --out "/tmp/speed-$tag" --force $shape --n-ctx 1024 --batch 8 --steps 12 \
       --eval-interval 1000 --log-interval 1 > /dev/null 2>&1
-    # tokens_per_s (column 5) is the mean since step 0, so step s ends at s * 8192 / column 5.
-    awk -F, -v tag="$tag" '$1 == 3 {t3 = 3 * 8192 / $5} $1 == 11 {t11 = 11 * 8192 / $5}
-      END {printf "forge train %s: %.0f tokens/s (batch 8 x 1024, steps 3-11)\n", tag, 8 * 8192 / (t11 - t3)}' \
-      "/tmp/speed-$tag/train_log.csv" | tee "$out/train_speed_$tag.txt"
+    train_speed "/tmp/speed-$tag/train_log.csv" "forge train $tag" | tee "$out/train_speed_$tag.txt"
   done
 fi
 PYTHONUNBUFFERED=1 run python3 "$root/tools/peers/torch_peers.py" "$out/peers.json" "$@"
