@@ -101,6 +101,10 @@ TEST(Cli, BadInputFailsWithAClearMessageAndStatusOne) {
   r = forge_cli(gen + " --prompt ''");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.out.find("empty prompt"), std::string::npos) << r.out;
+  // Refused before anything is printed: no echoed prompt ahead of the error.
+  r = forge_cli(gen + " --prompt hi --max-tokens -5");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.out, "forge: error: max tokens must be ≥ 0, got -5\n");
   r = forge_cli("generate --backend cpu --model /nonexistent --prompt hi");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.out.find("model directory /nonexistent does not exist"), std::string::npos) << r.out;

@@ -1,9 +1,11 @@
 // Every tuning variant of WebGpuOptions, set directly (no process environment), gives the CPU's
 // numbers: split-k on and off, split groups on and off, the short-k matvec, both softmax
-// entries, 16 and 32 attention keys, chunked and unchunked prefill attention.
+// entries, 16 and 32 attention keys, chunked and unchunked prefill attention. Also the
+// environment reader's errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -85,6 +87,26 @@ TEST(WebGpuOptions, BadAttentionKnobsAreRefused) {
   WebGpuOptions chunk;
   chunk.attention_chunk = 40;
   EXPECT_THROW(make_webgpu_device(chunk), Error);
+}
+
+// The environment's byte-count knobs name the variable that was wrong, not its neighbour.
+TEST(WebGpuOptions, ABadByteCountNamesItsVariable) {
+  for (const char* variable : {"FORGE_WEBGPU_MAX_BINDING", "FORGE_WEBGPU_WORKGROUP_STORAGE"}) {
+    const char* was = std::getenv(variable);
+    const std::string saved = was ? was : "";
+    setenv(variable, "abc", 1);
+    try {
+      webgpu_options_from_env();
+      ADD_FAILURE() << variable << "=abc was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), std::string(variable) + "=abc is not a byte count");
+    }
+    if (was) {
+      setenv(variable, saved.c_str(), 1);
+    } else {
+      unsetenv(variable);
+    }
+  }
 }
 
 }  // namespace

@@ -33,22 +33,26 @@ void run_generate(const GenerateArgs& args) {
   GenerateOptions options = args.options;
   options.stop_at_eos = !args.no_eos_stop;
 
+  // Constructed first: its checks refuse bad options before the prompt is echoed.
+  Generation generation(*loaded.model, tokenizer, prompt, options);
   const bool stream = !args.common.json();
   if (stream) {
     std::fputs(tokenizer ? tokenizer->decode(prompt).c_str() : "", stdout);
     std::fflush(stdout);
   }
-  const GenerateResult r =
-      generate(*loaded.model, tokenizer, prompt, options, [&](uint32_t id, std::string_view text) {
-        if (!stream) return true;
-        if (tokenizer) {
-          std::fwrite(text.data(), 1, text.size(), stdout);
-        } else if (id != kNoToken) {
-          std::printf("%u ", id);
-        }
-        std::fflush(stdout);
-        return true;
-      });
+  const auto on_token = [&](uint32_t id, std::string_view text) {
+    if (!stream) return true;
+    if (tokenizer) {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+    } else if (id != kNoToken) {
+      std::printf("%u ", id);
+    }
+    std::fflush(stdout);
+    return true;
+  };
+  while (generation.step(on_token)) {
+  }
+  const GenerateResult& r = generation.result();
   const double decode_tokens = r.ids.size() > 1 ? static_cast<double>(r.ids.size() - 1) : 0.0;
   const double tokens_per_s = r.decode_ms > 0 ? decode_tokens * 1000.0 / r.decode_ms : 0.0;
   if (stream) {

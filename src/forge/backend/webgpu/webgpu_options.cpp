@@ -11,10 +11,10 @@
 namespace forge {
 namespace {
 
-uint64_t parse_bytes(const char* text) {
+uint64_t parse_bytes(const char* variable, const char* text) {
   char* end = nullptr;
   uint64_t v = std::strtoull(text, &end, 10);
-  FORGE_CHECK(end != text, "FORGE_WEBGPU_MAX_BINDING={} is not a byte count", text);
+  FORGE_CHECK(end != text, "{}={} is not a byte count", variable, text);
   switch (std::tolower(static_cast<unsigned char>(*end))) {
     case 'k':
       v <<= 10;
@@ -46,9 +46,10 @@ gpu::ContextOptions context_options_from_env() {
     o.adapter = a;
     o.allow_null = is_null_adapter(o.adapter);
   }
-  if (const char* b = std::getenv("FORGE_WEBGPU_MAX_BINDING")) o.max_binding = parse_bytes(b);
+  if (const char* b = std::getenv("FORGE_WEBGPU_MAX_BINDING"))
+    o.max_binding = parse_bytes("FORGE_WEBGPU_MAX_BINDING", b);
   if (const char* w = std::getenv("FORGE_WEBGPU_WORKGROUP_STORAGE"))
-    o.max_workgroup_storage = parse_bytes(w);
+    o.max_workgroup_storage = parse_bytes("FORGE_WEBGPU_WORKGROUP_STORAGE", w);
   if (const char* p = std::getenv("FORGE_WEBGPU_PROFILE")) o.profile = std::string(p) == "1";
   if (const char* t = std::getenv("FORGE_WEBGPU_TOGGLES")) {
     std::string s = t;
