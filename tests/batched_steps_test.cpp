@@ -1,5 +1,7 @@
-// Batched decode steps: Gpt2::hidden_steps (B sequences, one token each, in one forward) and the
-// ops under it (attention_steps, embedding_at) against the single-sequence path they replace.
+// Batched decode steps and prefills: Gpt2::hidden_steps (B sequences, one token each, in one
+// forward), Gpt2::prefill_together (B prompts in one forward) and the ops under them
+// (attention_steps, attention_prefills, embedding_at) against the single-sequence path they
+// replace.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -147,13 +149,72 @@ TEST_P(BatchedStepsOnDevice, AttentionStepsRowsAreEachRowsAttentionStep) {
   }
 }
 
+TEST_P(BatchedStepsOnDevice, PrefillTogetherEqualsEachPromptsOwnPrefill) {
+  const Gpt2 model = Gpt2::init_random(small_config(), 37, device());
+  for (int64_t batch : {1, 3, 8}) {
+    SCOPED_TRACE("B = " + std::to_string(batch));
+    // Half the caches start empty, half already hold a prompt (a second prefill appends).
+    std::vector<KvCache> alone(batch), together(batch);
+    std::vector<std::vector<uint32_t>> prompts;
+    std::vector<float> want;
+    for (int64_t b = 0; b < batch; ++b) {
+      alone[b] = model.new_cache();
+      together[b] = model.new_cache();
+      if (b % 2 == 1) {
+        model.prefill(alone[b], prompt_of(b + 3, 101));
+        model.prefill(together[b], prompt_of(b + 3, 101));
+      }
+      prompts.push_back(prompt_of(b, 101));
+      const Tensor h = model.prefill(alone[b], prompts.back());
+      const std::vector<float> last = h.rows(h.dim(0) - 1, h.dim(0)).to_floats();
+      want.insert(want.end(), last.begin(), last.end());
+    }
+    const Tensor got = model.prefill_together(pointers(together), prompts);
+    ASSERT_EQ(got.shape(), (Shape{batch, model.config().n_embd}));
+    EXPECT_LE(test::max_abs_diff(got.to_floats(), want), 1e-5f);
+    for (int64_t b = 0; b < batch; ++b) {
+      ASSERT_EQ(together[b].length, alone[b].length) << "sequence " << b;
+      for (int64_t l = 0; l < model.config().n_layer; ++l) {
+        EXPECT_LE(test::max_abs_diff(together[b].k[l].to_floats(), alone[b].k[l].to_floats()),
+                  1e-5f);
+        EXPECT_LE(test::max_abs_diff(together[b].v[l].to_floats(), alone[b].v[l].to_floats()),
+                  1e-5f);
+      }
+    }
+  }
+}
+
+TEST_P(BatchedStepsOnDevice, AttentionPrefillsRowsAreEachPromptsAttentionPrefill) {
+  const Device dev = device();
+  const int64_t n_head = 2, cap = 40, d = 8, c = n_head * d;
+  const std::vector<int64_t> pos = {0, 17, 3}, len = {5, 1, 37};
+  std::vector<Tensor> k, v, k1, v1;
+  for (size_t i = 0; i < pos.size(); ++i) {
+    k.push_back(random_tensor({n_head, cap, d}, 40 + i, dev));
+    v.push_back(random_tensor({n_head, cap, d}, 50 + i, dev));
+    k1.push_back(k.back().to(dev));
+    v1.push_back(v.back().to(dev));
+  }
+  const Tensor qkv = random_tensor({43, 3 * c}, 60, dev);
+  const Tensor got = ops::attention_prefills(qkv, k, v, pos, len);
+  ASSERT_EQ(got.shape(), (Shape{43, c}));
+  for (int64_t i = 0, row = 0; i < 3; row += len[i], ++i) {
+    const Tensor want =
+        ops::attention_prefill(qkv.rows(row, row + len[i]).to(dev), k1[i], v1[i], pos[i]);
+    EXPECT_EQ(got.rows(row, row + len[i]).to_floats(), want.to_floats()) << "prompt " << i;
+    EXPECT_EQ(k[i].to_floats(), k1[i].to_floats()) << "keys of prompt " << i;
+    EXPECT_EQ(v[i].to_floats(), v1[i].to_floats()) << "values of prompt " << i;
+  }
+}
+
 TEST_P(BatchedStepsOnDevice, EmbeddingAtPutsEachTokenAtItsPosition) {
   const Device dev = device();
   const Tensor wte = random_tensor({11, 8}, 1, dev), wpe = random_tensor({6, 8}, 2, dev);
-  const std::vector<uint32_t> ids = {3, 10, 3, 0};
-  const std::vector<int64_t> positions = {5, 0, 2, 2};
+  // Runs of consecutive positions (0, 1, 2 and 2, 3) share one kernel; the rest stand alone.
+  const std::vector<uint32_t> ids = {3, 10, 3, 0, 7, 9, 1};
+  const std::vector<int64_t> positions = {5, 0, 1, 2, 2, 3, 2};
   const std::vector<float> got =
-      ops::embedding_at(Tensor::from_ids(ids, {4}, dev), wte, wpe, positions).to_floats();
+      ops::embedding_at(Tensor::from_ids(ids, {7}, dev), wte, wpe, positions).to_floats();
   const std::vector<float> te = wte.to_floats(), pe = wpe.to_floats();
   for (size_t i = 0; i < ids.size(); ++i) {
     for (size_t j = 0; j < 8; ++j) {
@@ -210,6 +271,43 @@ TEST(BatchedStepsHostile, BadInputIsAClearErrorThatTouchesNoCache) {
                "cache of sequence 1 is full (96 of 96 tokens)");
   EXPECT_EQ(lengths(), before);
   EXPECT_EQ(full.length, 96);
+}
+
+TEST(BatchedStepsHostile, BadPromptsTogetherAreAClearErrorThatTouchesNoCache) {
+  const Gpt2 model = Gpt2::init_random(small_config(), 1, Device::cpu());
+  std::vector<KvCache> caches(3);
+  for (int64_t b = 0; b < 3; ++b) {
+    caches[b] = model.new_cache();
+    model.prefill(caches[b], prompt_of(b, 101));
+  }
+  std::vector<KvCache*> p = pointers(caches);
+  const auto lengths = [&] {
+    return std::vector<int64_t>{caches[0].length, caches[1].length, caches[2].length};
+  };
+  const std::vector<int64_t> before = lengths();
+  using Prompts = std::vector<std::vector<uint32_t>>;
+  const Prompts three = {{1, 2}, {3}, {4, 5, 6}};
+  expect_error([&] { model.prefill_together(p, Prompts{{1}, {2}}); }, "3 caches for 2 sequences");
+  expect_error([&] { model.prefill_together({}, Prompts{}); }, "no sequences");
+  expect_error(
+      [&] {
+        model.prefill_together(p, Prompts{{1}, {}, {2}});
+      },
+      "sequence 1 has no tokens");
+  expect_error(
+      [&] {
+        model.prefill_together(p, Prompts{{1}, {2}, {3, 101}});
+      },
+      "token id 101 at position 3 is outside the vocabulary");
+  expect_error(
+      [&] {
+        model.prefill_together(p, Prompts{{1}, std::vector<uint32_t>(91, 2), {3}});
+      },
+      "sequence 1's 91 tokens after 6 cached exceed the context of 96 tokens");
+  std::vector<KvCache*> repeated = {p[0], p[1], p[0]};
+  expect_error([&] { model.prefill_together(repeated, three); },
+               "sequences 0 and 2 share one cache");
+  EXPECT_EQ(lengths(), before);
 }
 
 TEST(BatchedStepsHostile, OpsRejectMismatchedOperands) {

@@ -62,7 +62,9 @@ struct Response {
 
 inline int connect_to(const std::string& ip, int port, int rcvbuf = 0) {
   const int sock = socket(AF_INET, SOCK_STREAM, 0);
-  timeval timeout{5, 0};
+  // Long enough for a request queued behind a full batch on a loaded or sanitized build; a
+  // server that stalls still fails the test in bounded time.
+  timeval timeout{30, 0};
   setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
   if (rcvbuf > 0) setsockopt(sock, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
   sockaddr_in addr{};

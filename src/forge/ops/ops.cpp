@@ -51,6 +51,23 @@ void check_step_position(const Tensor& qkv, const Shape& caches, int64_t pos, co
   check_supported(qkv, Capability::AttentionStep, caches[2], pos + 1, op);
 }
 
+/// The caches of several sequences: each of one shape with qkv, and no two sharing a buffer
+/// region (a cache given twice would get two sequences' tokens written into its rows).
+void check_distinct_caches(const Tensor& qkv, std::span<const Tensor> cache_k,
+                           std::span<const Tensor> cache_v, const Shape& caches, const char* op) {
+  std::vector<std::pair<const Buffer*, int64_t>> starts;
+  for (size_t i = 0; i < cache_k.size(); ++i) {
+    check_attention(qkv, cache_k[i], cache_v[i], op);
+    FORGE_CHECK(cache_k[i].shape() == caches, "{}: sequence {} has caches {}, sequence 0 has {}",
+                op, i, cache_k[i].describe(), cache_k[0].describe());
+    for (const Tensor* c : {&cache_k[i], &cache_v[i]})
+      starts.emplace_back(&c->buffer(), c->offset());
+  }
+  std::sort(starts.begin(), starts.end());
+  FORGE_CHECK(std::adjacent_find(starts.begin(), starts.end()) == starts.end(),
+              "{}: two sequences share a cache", op);
+}
+
 /// Operands of both embeddings: u32 ids [n], f32 wte [vocab, c] and wpe [n_ctx, c], one device.
 void check_embedding(const Tensor& ids, const Tensor& wte, const Tensor& wpe, const char* op) {
   FORGE_CHECK(ids.defined() && ids.dtype() == DType::U32 && ids.rank() == 1,
@@ -150,20 +167,8 @@ Tensor attention_steps(const Tensor& qkv, std::span<const Tensor> cache_k,
   FORGE_CHECK(qkv.dim(0) == static_cast<int64_t>(b),
               "attention_steps: qkv must have one row for each of {} sequences, got {}", b,
               qkv.describe());
-  // A cache given twice would get two tokens written into one row.
-  std::vector<std::pair<const Buffer*, int64_t>> starts;
-  for (size_t i = 0; i < b; ++i) {
-    check_attention(qkv, cache_k[i], cache_v[i], "attention_steps");
-    FORGE_CHECK(cache_k[i].shape() == caches,
-                "attention_steps: sequence {} has caches {}, sequence 0 has {}", i,
-                cache_k[i].describe(), cache_k[0].describe());
-    check_step_position(qkv, caches, pos[i], "attention_steps");
-    for (const Tensor* c : {&cache_k[i], &cache_v[i]})
-      starts.emplace_back(&c->buffer(), c->offset());
-  }
-  std::sort(starts.begin(), starts.end());
-  FORGE_CHECK(std::adjacent_find(starts.begin(), starts.end()) == starts.end(),
-              "attention_steps: two sequences share a cache");
+  for (size_t i = 0; i < b; ++i) check_step_position(qkv, caches, pos[i], "attention_steps");
+  check_distinct_caches(qkv, cache_k, cache_v, caches, "attention_steps");
   const int64_t d = caches[2];
   Tensor out = Tensor::empty({static_cast<int64_t>(b), caches[0] * d}, DType::F32, qkv.device());
   const float alpha = 1.0f / std::sqrt(static_cast<float>(d));
@@ -182,6 +187,38 @@ Tensor attention_prefill(const Tensor& qkv, const Tensor& cache_k, const Tensor&
   Tensor out = Tensor::empty({t, n_head * d}, DType::F32, qkv.device());
   const float alpha = 1.0f / std::sqrt(static_cast<float>(d));
   backend_of(qkv).attention_prefill(out, qkv, cache_k, cache_v, pos, alpha);
+  return out;
+}
+
+Tensor attention_prefills(const Tensor& qkv, std::span<const Tensor> cache_k,
+                          std::span<const Tensor> cache_v, std::span<const int64_t> pos,
+                          std::span<const int64_t> len) {
+  const size_t b = pos.size();
+  FORGE_CHECK(b >= 1 && cache_k.size() == b && cache_v.size() == b && len.size() == b,
+              "attention_prefills: {} positions for {} key and {} value caches and {} lengths", b,
+              cache_k.size(), cache_v.size(), len.size());
+  const Shape caches = check_attention(qkv, cache_k[0], cache_v[0], "attention_prefills");
+  const int64_t n_head = caches[0], capacity = caches[1], d = caches[2];
+  int64_t rows = 0;
+  for (size_t i = 0; i < b; ++i) {
+    FORGE_CHECK(len[i] >= 1 && pos[i] >= 0 && pos[i] + len[i] <= capacity,
+                "attention_prefills: prompt {} at positions [{}, {}) outside a cache of {}", i,
+                pos[i], pos[i] + len[i], capacity);
+    check_supported(qkv, Capability::AttentionPrefill, d, pos[i] + len[i], "attention_prefills");
+    rows += len[i];
+  }
+  FORGE_CHECK(qkv.dim(0) == rows,
+              "attention_prefills: qkv must hold the {} rows of {} prompts, got {}", rows, b,
+              qkv.describe());
+  check_distinct_caches(qkv, cache_k, cache_v, caches, "attention_prefills");
+  Tensor out = Tensor::empty({rows, n_head * d}, DType::F32, qkv.device());
+  const float alpha = 1.0f / std::sqrt(static_cast<float>(d));
+  int64_t row = 0;
+  for (size_t i = 0; i < b; ++i) {
+    backend_of(qkv).attention_prefill(out.rows(row, row + len[i]), qkv.rows(row, row + len[i]),
+                                      cache_k[i], cache_v[i], pos[i], alpha);
+    row += len[i];
+  }
   return out;
 }
 
@@ -267,8 +304,9 @@ Tensor embedding_at(const Tensor& ids, const Tensor& wte, const Tensor& wpe,
                 i, wpe.dim(0));
   }
   Tensor out = Tensor::empty({n, wte.dim(1)}, DType::F32, ids.device());
-  for (int64_t i = 0; i < n; ++i) {
-    backend_of(ids).embedding(out.rows(i, i + 1), ids.rows(i, i + 1), wte, wpe, 1, positions[i]);
+  for (int64_t i = 0, end = 0; i < n; i = end) {
+    for (end = i + 1; end < n && positions[end] == positions[end - 1] + 1;) ++end;
+    backend_of(ids).embedding(out.rows(i, end), ids.rows(i, end), wte, wpe, end - i, positions[i]);
   }
   return out;
 }

@@ -37,7 +37,8 @@ Tensor softmax_causal(const Tensor& scores, int64_t offset);
 Tensor embedding(const Tensor& ids, const Tensor& wte, const Tensor& wpe, int64_t seq_len,
                  int64_t pos_offset);
 /// ids u32 [n] → wte[ids[i]] + wpe[positions[i]], [n, c]: n tokens each at its own position
-/// (a batched decode step of sequences at different lengths). One embedding kernel per token.
+/// (a batched decode step of sequences at different lengths, or several prompts after each
+/// other). One embedding kernel per run of consecutive positions.
 Tensor embedding_at(const Tensor& ids, const Tensor& wte, const Tensor& wpe,
                     std::span<const int64_t> positions);
 
@@ -77,6 +78,14 @@ Tensor attention_steps(const Tensor& qkv, std::span<const Tensor> cache_k,
 /// throws otherwise.
 Tensor attention_prefill(const Tensor& qkv, const Tensor& cache_k, const Tensor& cache_v,
                          int64_t pos);
+/// attention_prefill for B independent prompts in one forward (a server's newly admitted
+/// requests): qkv [Σ len, 3c] holds prompt 0's len[0] rows, then prompt 1's, and so on; cache_k[b],
+/// cache_v[b] (distinct per prompt) and pos[b] are prompt b's. Returns [Σ len, c] whose rows of
+/// prompt b are attention_prefill of its rows, bit for bit: one kernel per prompt, each into its
+/// rows of the one output, so the projections around it run on every prompt's rows together.
+Tensor attention_prefills(const Tensor& qkv, std::span<const Tensor> cache_k,
+                          std::span<const Tensor> cache_v, std::span<const int64_t> pos,
+                          std::span<const int64_t> len);
 
 /// x [r, n] → u32 [r]: index of each row's maximum (the first on ties).
 Tensor argmax(const Tensor& x);

@@ -212,11 +212,37 @@ void Generation::step_together(std::span<Generation* const> generations,
   FORGE_CHECK(generations.size() == on_token.size(), "step_together: {} generations, {} callbacks",
               generations.size(), on_token.size());
   more.assign(generations.size(), false);
+  std::vector<Generation*> starting;
+  std::vector<size_t> starting_at;
+  for (size_t i = 0; i < generations.size(); ++i) {
+    Generation* g = generations[i];
+    FORGE_CHECK(&g->model_ == &generations[0]->model_, "step_together: generations of two models");
+    FORGE_CHECK(!g->hook_.add_reads, "step_together: a generation with a step hook steps alone");
+    if (!g->started_) {
+      starting.push_back(g);
+      starting_at.push_back(i);
+    }
+  }
+  // The new ones prefill together first, so that their first tokens go out, and their first
+  // decodes join the batch, in this same step.
+  if (!starting.empty()) {
+    const Gpt2& model = starting[0]->model_;
+    std::vector<KvCache*> caches;
+    std::vector<std::vector<uint32_t>> prompts;
+    for (Generation* g : starting) {
+      g->begin();
+      caches.push_back(&g->cache_);
+      prompts.push_back(g->context_);
+    }
+    {
+      DispatchScope scope(model.device());
+      choose_together(starting, model.logits_from_hidden(model.prefill_together(caches, prompts)));
+    }
+    for (size_t s = 0; s < starting.size(); ++s) starting[s]->prefilled(on_token[starting_at[s]]);
+  }
   std::vector<Generation*> decoding;
   for (size_t i = 0; i < generations.size(); ++i) {
     Generation& g = *generations[i];
-    FORGE_CHECK(&g.model_ == &generations[0]->model_, "step_together: generations of two models");
-    FORGE_CHECK(!g.hook_.add_reads, "step_together: a generation with a step hook steps alone");
     more[i] = g.advance(on_token[i]);
     if (more[i] && g.needs_decode_) decoding.push_back(&g);
   }
@@ -224,22 +250,26 @@ void Generation::step_together(std::span<Generation* const> generations,
   const Gpt2& model = decoding[0]->model_;
   std::vector<KvCache*> caches;
   std::vector<uint32_t> ids;
-  bool any_argmax = false;
   for (Generation* g : decoding) {
     caches.push_back(&g->cache_);
     ids.push_back(g->id_);
-    any_argmax = any_argmax || (g->sampler_.greedy() && g->options_.top_logprobs < 0);
   }
   DispatchScope scope(model.device());
-  const Tensor logits = model.logits_from_hidden(model.hidden_steps(caches, ids));
-  // Greedy choices come from one argmax over the batch and one read; the others sample their row.
-  const std::vector<uint32_t> argmax = any_argmax ? ops::argmax(logits).to_ids() : ids;
-  for (size_t b = 0; b < decoding.size(); ++b) {
-    Generation& g = *decoding[b];
-    g.needs_decode_ = false;
-    const bool plain = g.sampler_.greedy() && g.options_.top_logprobs < 0;
+  choose_together(decoding, model.logits_from_hidden(model.hidden_steps(caches, ids)));
+  for (Generation* g : decoding) g->needs_decode_ = false;
+}
+
+// Row b of `logits` [B, vocab] is generations[b]'s next-token row. Greedy choices come from one
+// argmax over the batch and one read; the others sample their own row.
+void Generation::choose_together(std::span<Generation* const> generations, const Tensor& logits) {
+  bool any_argmax = false;
+  for (const Generation* g : generations) any_argmax = any_argmax || g->plain_greedy();
+  const std::vector<uint32_t> argmax =
+      any_argmax ? ops::argmax(logits).to_ids() : std::vector<uint32_t>();
+  for (size_t b = 0; b < generations.size(); ++b) {
+    Generation& g = *generations[b];
     const int64_t row = static_cast<int64_t>(b);
-    g.id_ = plain ? argmax[b] : g.choose_from_logits(logits.rows(row, row + 1));
+    g.id_ = g.plain_greedy() ? argmax[b] : g.choose_from_logits(logits.rows(row, row + 1));
   }
 }
 
@@ -247,14 +277,12 @@ bool Generation::advance(const TokenCallback& on_token) {
   if (done_) return false;
   const Gpt2Config& config = model_.config();
   if (!started_) {
-    started_ = true;
-    start_ = std::chrono::steady_clock::now();
-    cache_ = model_.new_cache();
-    DispatchScope scope(model_.device());
-    id_ = choose(model_.prefill(cache_, context_, trace()));
-    result_.prefill_ms = ms_since(start_);
-    start_ = std::chrono::steady_clock::now();
-    if (options_.max_tokens == 0) finish(on_token);
+    begin();
+    {
+      DispatchScope scope(model_.device());
+      id_ = choose(model_.prefill(cache_, context_, trace()));
+    }
+    prefilled(on_token);
     return !done_;
   }
   if (options_.stop_at_eos && eos_ && id_ == *eos_) {
@@ -309,6 +337,18 @@ bool Generation::advance(const TokenCallback& on_token) {
     needs_decode_ = true;
   }
   return true;
+}
+
+void Generation::begin() {
+  started_ = true;
+  start_ = std::chrono::steady_clock::now();
+  cache_ = model_.new_cache();
+}
+
+void Generation::prefilled(const TokenCallback& on_token) {
+  result_.prefill_ms = ms_since(start_);
+  start_ = std::chrono::steady_clock::now();
+  if (options_.max_tokens == 0) finish(on_token);
 }
 
 // Ends the generation: text held back (half a character, a stop string that never completed)

@@ -133,9 +133,11 @@ class Generation {
   bool step(const TokenCallback& on_token = {});
   /// Advances each generation one step as step() does, except that the one-token decode
   /// forwards of all of them go through one batched forward (Gpt2::hidden_steps) and one LM head:
-  /// a step of B sequences costs about one weight read instead of B. Prefills (a generation's
-  /// first step) still run alone. All must share one model and have no step hook; `more[i]` says
-  /// whether generation i has steps left. On an error the generations are left mid-step: drop them.
+  /// a step of B sequences costs about one weight read instead of B. The prefills of those not yet
+  /// started go through one forward too (Gpt2::prefill_together), and their first tokens and
+  /// first decodes follow in the same step. All must share one model and have no step hook;
+  /// `more[i]` says whether generation i has steps left. On an error the generations are left
+  /// mid-step: drop them.
   static void step_together(std::span<Generation* const> generations,
                             std::span<const TokenCallback> on_token, std::vector<bool>& more);
   bool done() const { return done_; }
@@ -148,6 +150,13 @@ class Generation {
   AttentionTrace* trace() { return hook_.attention ? &trace_ : nullptr; }
   /// id_ from a logits row [1, vocab], with its log-probabilities when they are wanted.
   uint32_t choose_from_logits(const Tensor& logits);
+  /// Greedy without log-probabilities: its choice is an argmax on the device.
+  bool plain_greedy() const { return sampler_.greedy() && options_.top_logprobs < 0; }
+  static void choose_together(std::span<Generation* const> generations, const Tensor& logits);
+  /// The first step's two halves around its prefill: a fresh cache and the clock, then the
+  /// prefill's time (and the end, when no tokens are wanted).
+  void begin();
+  void prefilled(const TokenCallback& on_token);
   /// A step's host part: emits id_, checks the stops, runs a prefill or in-flight greedy steps
   /// when the step calls for one, and leaves needs_decode_ set when the next id waits on a plain
   /// one-token decode forward of id_ (which step() or step_together() then runs).

@@ -8,6 +8,7 @@
 #include "forge/core/dropout.h"
 #include "forge/core/error.h"
 #include "forge/core/random.h"
+#include "forge/ops/train_ops.h"
 #include "forge/serialization/compact.h"
 #include "forge/serialization/file_io.h"
 #include "forge/serialization/safetensors.h"
@@ -278,6 +279,9 @@ struct Gpt2::Pass {
   nn::Dropout dropout;
   uint64_t dropout_seed = 0;
   uint64_t site = 0;  // dropout calls so far: each gets its own key
+  // Several caches' prompts one after the other (prefill_together): each one's token count.
+  // Empty: every sequence has the same count (one token each when there are several caches).
+  std::span<const int64_t> lengths;
 
   nn::Var drop(const nn::Var& x) { return dropout(x, dropout_key(dropout_seed, site++)); }
 };
@@ -285,7 +289,7 @@ struct Gpt2::Pass {
 nn::Var Gpt2::attention(const Gpt2Block& block, const nn::Var& x, int64_t batch,
                         std::span<KvCache* const> caches, size_t layer, Pass& pass) const {
   const nn::Var qkv = block.c_attn(x);
-  if (caches.size() > 1) {  // a batched decode step: fused kernels over the caches' buffers
+  if (caches.size() > 1) {  // several sequences, each against its own cache
     std::vector<Tensor> k, v;
     std::vector<int64_t> pos;
     for (const KvCache* c : caches) {
@@ -293,7 +297,8 @@ nn::Var Gpt2::attention(const Gpt2Block& block, const nn::Var& x, int64_t batch,
       v.push_back(c->v[layer]);
       pos.push_back(c->length);
     }
-    return nn::Var(ops::attention_steps(qkv.value(), k, v, pos));
+    if (pass.lengths.empty()) return nn::Var(ops::attention_steps(qkv.value(), k, v, pos));
+    return nn::Var(ops::attention_prefills(qkv.value(), k, v, pos, pass.lengths));
   }
   KvCache* cache = caches.empty() ? nullptr : caches[0];
   const int64_t d = config_.head_dim(), rows = qkv.value().dim(0);
@@ -352,25 +357,31 @@ nn::Var Gpt2::run(const Tensor& ids, int64_t batch, std::span<KvCache* const> ca
   FORGE_CHECK(ids.dtype() == DType::U32 && ids.rank() == 1 && ids.numel() > 0,
               "token ids must be a non-empty [n] U32 tensor, got {}", ids.describe());
   const int64_t n = ids.numel();
-  FORGE_CHECK(batch > 0 && n % batch == 0, "{} tokens do not fold into {} sequences", n, batch);
-  FORGE_CHECK(caches.size() <= 1 || (static_cast<int64_t>(caches.size()) == batch && n == batch),
-              "{} caches for {} tokens in {} sequences: a batched step takes one token each",
-              caches.size(), n, batch);
+  FORGE_CHECK(batch > 0 && (n % batch == 0 || !pass.lengths.empty()),
+              "{} tokens do not fold into {} sequences", n, batch);
+  FORGE_CHECK(caches.size() <= 1 || static_cast<int64_t>(caches.size()) == batch,
+              "{} caches for {} sequences", caches.size(), batch);
   FORGE_CHECK(caches.size() != 1 || batch == 1, "the KV cache holds a single sequence");
   FORGE_CHECK(caches.empty() || !pass.tape,
               "the KV cache is for inference: a training pass has none");
-  const int64_t t = n / batch;
-  std::vector<int64_t> positions;
-  for (const KvCache* c : caches) {
-    FORGE_CHECK(c->length + t <= config_.n_ctx,
-                "{} tokens after {} cached exceed the context of {} tokens", t, c->length,
+  // Each cache's token count: one each in a batched step, its prompt's in prefill_together.
+  std::vector<int64_t> lengths(pass.lengths.begin(), pass.lengths.end());
+  if (lengths.empty()) lengths.assign(std::max<size_t>(caches.size(), 1), n / batch);
+  FORGE_CHECK(caches.size() <= 1 || pass.lengths.size() == caches.size() || n == batch,
+              "{} caches for {} tokens: a batched step takes one token each", caches.size(), n);
+  std::vector<int64_t> positions;  // of every token, when there are several caches
+  for (size_t b = 0; b < caches.size(); ++b) {
+    const KvCache* c = caches[b];
+    FORGE_CHECK(c->length + lengths[b] <= config_.n_ctx,
+                "{} tokens after {} cached exceed the context of {} tokens", lengths[b], c->length,
                 config_.n_ctx);
-    positions.push_back(c->length);
+    for (int64_t i = 0; i < lengths[b]; ++i) positions.push_back(c->length + i);
   }
   if (pass.trace) pass.trace->clear();
+  const int64_t t = n / batch;
   nn::Var x = caches.size() > 1
                   ? embed_.at(ids, positions)
-                  : pass.drop(embed_(ids, t, positions.empty() ? 0 : positions[0], pass.tape));
+                  : pass.drop(embed_(ids, t, caches.empty() ? 0 : caches[0]->length, pass.tape));
   for (size_t l = 0; l < blocks_.size(); ++l) {
     const Gpt2Block& b = blocks_[l];
     // The residual x is handed over; its reads in the arguments all finish before the add.
@@ -378,7 +389,7 @@ nn::Var Gpt2::run(const Tensor& ids, int64_t batch, std::span<KvCache* const> ca
                          pass);
     x = project_residual(b.mlp_proj, b.c_fc.gelu(b.ln_2(x)), std::move(x), pass);
   }
-  for (KvCache* c : caches) c->length += t;
+  for (size_t b = 0; b < caches.size(); ++b) caches[b]->length += lengths[b];
   return ln_f_(x);
 }
 
@@ -414,28 +425,41 @@ Tensor Gpt2::hidden_step(KvCache& cache, const Tensor& id) const {
   return run(id, 1, caches, pass).value();
 }
 
-void Gpt2::check_step_caches(std::span<KvCache* const> caches, size_t count) const {
-  FORGE_CHECK(!caches.empty(), "hidden_steps: no sequences given");
-  FORGE_CHECK(caches.size() == count, "hidden_steps: {} caches for {} ids", caches.size(), count);
+void Gpt2::check_caches(std::span<KvCache* const> caches, std::span<const int64_t> tokens,
+                        const char* what) const {
+  FORGE_CHECK(!caches.empty(), "{}: no sequences given", what);
+  FORGE_CHECK(caches.size() == tokens.size(), "{}: {} caches for {} sequences", what, caches.size(),
+              tokens.size());
   const Shape shape{config_.n_head, config_.n_ctx, config_.head_dim()};
   for (size_t b = 0; b < caches.size(); ++b) {
     const KvCache* c = caches[b];
-    FORGE_CHECK(c != nullptr, "hidden_steps: the cache of sequence {} is null", b);
+    FORGE_CHECK(c != nullptr, "{}: the cache of sequence {} is null", what, b);
     FORGE_CHECK(c->k.size() == blocks_.size() && c->v.size() == blocks_.size() &&
                     c->k[0].shape() == shape && c->k[0].device() == device_,
-                "hidden_steps: the cache of sequence {} is not one of this model's (new_cache())",
-                b);
+                "{}: the cache of sequence {} is not one of this model's (new_cache())", what, b);
+    FORGE_CHECK(tokens[b] >= 1, "{}: sequence {} has no tokens", what, b);
     FORGE_CHECK(c->length >= 0 && c->length < config_.n_ctx,
-                "hidden_steps: the cache of sequence {} is full ({} of {} tokens)", b, c->length,
+                "{}: the cache of sequence {} is full ({} of {} tokens)", what, b, c->length,
                 config_.n_ctx);
+    FORGE_CHECK(c->length + tokens[b] <= config_.n_ctx,
+                "{}: sequence {}'s {} tokens after {} cached exceed the context of {} tokens", what,
+                b, tokens[b], c->length, config_.n_ctx);
+    for (size_t a = 0; a < b; ++a) {
+      FORGE_CHECK(caches[a] != c, "{}: sequences {} and {} share one cache", what, a, b);
+    }
+  }
+}
+
+void Gpt2::check_step_caches(std::span<KvCache* const> caches, size_t count) const {
+  FORGE_CHECK(caches.empty() || caches.size() == count, "hidden_steps: {} caches for {} ids",
+              caches.size(), count);
+  check_caches(caches, std::vector<int64_t>(count, 1), "hidden_steps");
+  for (size_t b = 0; b < caches.size(); ++b) {
     std::string why;
     FORGE_CHECK(device_.backend().supports(Capability::AttentionStep, config_.head_dim(),
-                                           c->length + 1, &why),
+                                           caches[b]->length + 1, &why),
                 "hidden_steps: sequence {} at position {} cannot take the batched step: {}", b,
-                c->length, why);
-    for (size_t a = 0; a < b; ++a) {
-      FORGE_CHECK(caches[a] != c, "hidden_steps: sequences {} and {} share one cache", a, b);
-    }
+                caches[b]->length, why);
   }
 }
 
@@ -451,6 +475,40 @@ Tensor Gpt2::hidden_steps(std::span<KvCache* const> caches, const Tensor& ids) c
   check_step_caches(caches, static_cast<size_t>(ids.numel()));
   Pass pass;
   return run(ids, ids.numel(), caches, pass).value();
+}
+
+Tensor Gpt2::prefill_together(std::span<KvCache* const> caches,
+                              std::span<const std::vector<uint32_t>> prompts) const {
+  std::vector<int64_t> lengths;
+  std::vector<uint32_t> ids;
+  for (const std::vector<uint32_t>& p : prompts) {
+    lengths.push_back(static_cast<int64_t>(p.size()));
+    ids.insert(ids.end(), p.begin(), p.end());
+  }
+  check_caches(caches, lengths, "prefill_together");
+  const int64_t b = static_cast<int64_t>(caches.size());
+  bool fused = b > 1;
+  for (size_t i = 0; i < caches.size(); ++i) {
+    fused = fused && device_.backend().supports(Capability::AttentionPrefill, config_.head_dim(),
+                                                caches[i]->length + lengths[i]);
+  }
+  Tensor last = Tensor::empty({b, config_.n_embd}, DType::F32, device_);
+  if (!fused) {  // one prompt, or a backend whose fused prefill does not hold them: one by one
+    for (int64_t i = 0; i < b; ++i) {
+      const Tensor h = prefill(*caches[i], prompts[i]);
+      ops::copy_into(last.rows(i, i + 1), h.rows(h.dim(0) - 1, h.dim(0)));
+    }
+    return last;
+  }
+  Pass pass;
+  pass.lengths = lengths;
+  const Tensor hidden = run(ids, b, caches, pass).value();
+  int64_t end = 0;
+  for (int64_t i = 0; i < b; ++i) {
+    end += lengths[i];
+    ops::copy_into(last.rows(i, i + 1), hidden.rows(end - 1, end));
+  }
+  return last;
 }
 
 nn::Var Gpt2::token_losses(std::span<const uint32_t> ids, std::span<const uint32_t> targets,

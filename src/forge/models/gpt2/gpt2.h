@@ -127,6 +127,15 @@ class Gpt2 {
   /// [B, vocab]), so a greedy batch goes on without a host round trip. Not range-checked on the
   /// host: they must come from a vocabulary-wide op.
   Tensor hidden_steps(std::span<KvCache* const> caches, const Tensor& ids) const;
+  /// Prefills B sequences in one forward (a server's newly admitted requests): prompts[b] is
+  /// appended to *caches[b]. The projections run on every prompt's rows together, attention per
+  /// prompt against its own cache. Returns the hidden state after ln_f of each prompt's last
+  /// token, [B, c]: row b is the last row of prefill(*caches[b], prompts[b]), up to float
+  /// rounding. Where the backend's fused prefill does not hold a prompt, they run one by one.
+  /// Throws, with no cache touched, on an empty prompt, an id outside the vocabulary, a null,
+  /// repeated or foreign cache, or a prompt past the context.
+  Tensor prefill_together(std::span<KvCache* const> caches,
+                          std::span<const std::vector<uint32_t>> prompts) const;
   /// Tied LM head: hidden [r, c] → logits [r, vocab].
   Tensor logits_from_hidden(const Tensor& hidden) const;
 
@@ -161,6 +170,10 @@ class Gpt2 {
   nn::Var attention(const Gpt2Block& block, const nn::Var& x, int64_t batch,
                     std::span<KvCache* const> caches, size_t layer, Pass& pass) const;
   /// hidden_steps' checks on its caches, for `count` ids.
+  /// Sequence b takes tokens[b] ≥ 1 more tokens into *caches[b], which must be this model's,
+  /// distinct and with room for them; `what` names the caller in the error.
+  void check_caches(std::span<KvCache* const> caches, std::span<const int64_t> tokens,
+                    const char* what) const;
   void check_step_caches(std::span<KvCache* const> caches, size_t count) const;
   /// x + dropout(proj(h)); fused into proj's store off the tape, so x is handed over.
   nn::Var project_residual(const nn::Linear& proj, const nn::Var& h, nn::Var&& x, Pass& pass) const;
