@@ -12,6 +12,7 @@
 #include "forge/core/error.h"
 #include "forge/core/random.h"
 #include "forge/models/gpt2/generate.h"
+#include "forge/ops/train_ops.h"
 
 namespace forge::cli {
 namespace {
@@ -42,11 +43,16 @@ double bench_batched(const Gpt2& model, const KvCache& prefilled, uint32_t id, i
                      int64_t steps, int repeats) {
   double best = 1e30;
   for (int r = 0; r < std::max(1, repeats); ++r) {
+    // Caches from the model's arena, as a server's are: side by side, so that each layer's
+    // attention over all of them is one kernel.
     std::vector<KvCache> caches(batch);
     std::vector<KvCache*> pointers;
     for (KvCache& c : caches) {
-      for (const Tensor& k : prefilled.k) c.k.push_back(k.to(model.device()));
-      for (const Tensor& v : prefilled.v) c.v.push_back(v.to(model.device()));
+      c = model.new_cache();
+      for (size_t l = 0; l < c.k.size(); ++l) {
+        ops::copy_into(c.k[l], prefilled.k[l]);
+        ops::copy_into(c.v[l], prefilled.v[l]);
+      }
       c.length = prefilled.length;
       pointers.push_back(&c);
     }

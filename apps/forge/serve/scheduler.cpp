@@ -101,8 +101,8 @@ void Scheduler::run() {
   counters_.active = counters_.queued = counters_.kv_cache_bytes = 0;
 }
 
-// Every active sequence advances one step (a new one its prefill); the decode steps of all of
-// them go through one batched forward (Generation::step_together).
+// Every active sequence advances one step: the new ones' prefills go through one forward, the
+// decode steps of all of them through another (Generation::step_together).
 void Scheduler::step_all() {
   int64_t tokens = 0, completed = 0, cancelled = 0, timed_out = 0, failed = 0;
   std::vector<std::shared_ptr<Sequence>> stepping;
