@@ -17,23 +17,35 @@ names=("$@")
 targets=$(printf 'fuzz_%s ' "${names[@]}")
 
 # Only the harnesses are built; scripts/sanitize.sh shares its build (tests included) this way.
-CXX=clang++ FORGE_BUILD_DIR="$build" FORGE_BUILD_TARGETS="$targets" \
-  bash "$root/scripts/build.sh" -DFORGE_BUILD_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+# FORGE_FUZZ_PREBUILT=1 skips the build (harnesses carried to a machine without a compiler).
+if [ "${FORGE_FUZZ_PREBUILT:-0}" = 0 ]; then
+  CXX=clang++ FORGE_BUILD_DIR="$build" FORGE_BUILD_TARGETS="$targets" \
+    bash "$root/scripts/build.sh" -DFORGE_BUILD_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+fi
 
 mkdir -p "$build/artifacts"
-failed=()
-printf '%-14s %12s %8s %8s %s\n' harness executions cov ft result
-for name in "${names[@]}"; do
+# One harness; its exit status goes to fuzz_NAME.rc beside its log.
+run_one() {
+  local name=$1 dict=() rc=0
   mkdir -p "$build/corpus/$name"
-  dict=()
   [ -f "$root/fuzz/dict/$name.dict" ] && dict=("-dict=$root/fuzz/dict/$name.dict")
-  log="$build/fuzz_$name.log"
   # detect_leaks: a parser that leaks on a refused input fails too.
-  rc=0
   ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=0 "$build/fuzz/fuzz_$name" \
     -max_total_time="$seconds" -runs="$runs" -timeout=25 -rss_limit_mb=2048 -max_len=8192 \
     -print_final_stats=1 -artifact_prefix="$build/artifacts/$name-" "${dict[@]}" \
-    "$build/corpus/$name" "$root/fuzz/corpus/$name" >"$log" 2>&1 || rc=$?
+    "$build/corpus/$name" "$root/fuzz/corpus/$name" >"$build/fuzz_$name.log" 2>&1 || rc=$?
+  echo "$rc" >"$build/fuzz_$name.rc"
+}
+# FORGE_FUZZ_PARALLEL=1 runs every harness at once (a machine with a core for each).
+for name in "${names[@]}"; do
+  if [ "${FORGE_FUZZ_PARALLEL:-0}" = 0 ]; then run_one "$name"; else run_one "$name" & fi
+done
+wait
+failed=()
+printf '%-14s %12s %8s %8s %s\n' harness executions cov ft result
+for name in "${names[@]}"; do
+  log="$build/fuzz_$name.log"
+  rc=$(cat "$build/fuzz_$name.rc")
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   stats=$(grep -E '^#[0-9]+.*cov: ' "$log" | tail -1 || true)
   cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$stats")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The second build of scripts/test.sh: the library, the tests and the libFuzzer harnesses with
-# clang under AddressSanitizer + UndefinedBehaviorSanitizer (build-sanitize/, or
-# $FORGE_SANITIZE_BUILD_DIR), then the whole test suite in it and every harness for SECONDS
+# The second build of scripts/test.sh (CI turns it on): the library, the tests and the libFuzzer
+# harnesses with clang under AddressSanitizer + UndefinedBehaviorSanitizer (build-sanitize/, or
+# $FORGE_SANITIZE_BUILD_DIR), then the native test suite in it and every harness for SECONDS
 # (default 30) from its committed seeds (fuzz/run.sh). Fails on any sanitizer report, failing
 # test or fuzzer crash. Extra arguments go to CMake.
 #   scripts/sanitize.sh [SECONDS] [CMAKE_ARGS...]
@@ -17,5 +17,14 @@ CXX=clang++ FORGE_BUILD_DIR="$build" bash "$root/scripts/build.sh" -DFORGE_BUILD
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=0}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$root/scripts/lsan.supp:print_suppressions=0}"
-ctest --test-dir "$build" --output-on-failure -j "$(nproc)" --timeout 1800
+# Left out: the browser tests (^web\.), whose page and wasm module the sanitizers do not
+# instrument (the forge serve they talk to is tested here by ServeApi), and the one test that
+# bounds resident memory, which ASan's shadow memory and quarantine multiply.
+skip='^web\.|^HostileModel\.TokenizeStreamsItsJsonInsteadOfBuildingItInMemory$'
+ctest --test-dir "$build" --output-on-failure -j "$(nproc)" --timeout 1800 -E "$skip|^Distributed\."
+# Open MPI unloads its components at MPI_Finalize, so LeakSanitizer reports their allocations
+# with no module left to name or suppress: the two-rank tests run with leak checks off (ASan's
+# other checks and UBSan stay on).
+ASAN_OPTIONS="${ASAN_OPTIONS/detect_leaks=1/detect_leaks=0}" \
+  ctest --test-dir "$build" --output-on-failure -j "$(nproc)" --timeout 1800 -R '^Distributed\.'
 FORGE_FUZZ_BUILD_DIR="$build" bash "$root/fuzz/run.sh" "$seconds"

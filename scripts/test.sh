@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's test command: set up, build everything, run every test, then the second build
-# under ASan + UBSan with the whole suite and a bounded fuzzing run (scripts/sanitize.sh;
+# under ASan + UBSan with the native suite and a bounded fuzzing run (scripts/sanitize.sh;
 # FORGE_TEST_SANITIZE=1 turns it on).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -271,6 +271,7 @@ TEST(CompactHostile, LyingTablesAreClearErrorsEvenWithAValidChecksum) {
   crafted([&](Bytes& f) { set_le(f, c.offset, ~0ull - 3, 8); }, "outside the data section");
   crafted([&](Bytes& f) { set_le(f, a.dims, 4, 8); }, "needs");  // shape product ≠ byte count
   crafted([&](Bytes& f) { set_le(f, a.dims, ~0ull >> 2, 8); }, "overflows");
+
   crafted([&](Bytes& f) { f[c.name] = 'a'; }, "appears twice");
   crafted([&](Bytes& f) { set_le(f, 24, 0xFFFFFFFFu, 4); }, "cannot fit");
   crafted([&](Bytes& f) { set_le(f, 28, 0xFFFFFFF0u, 4); }, "runs past the end");
@@ -281,6 +282,15 @@ TEST(CompactHostile, LyingTablesAreClearErrorsEvenWithAValidChecksum) {
   crafted([&](Bytes& f) { set_le(f, b.group, 32, 4); }, "an f32 tensor has group size 32");
   crafted([&](Bytes& f) { set_le(f, a.begin, 0, 2); }, "empty name");
   crafted([&](Bytes& f) { set_le(f, c.offset, get_le(f, a.offset, 8), 8); }, "overlaps");
+  // Sizes whose product overflows beside a zero (fuzz_compact found [0, 97, 1153156986523615234]:
+  // the tensor is empty, but its strides would multiply the other two).
+  Bytes cube = encode_compact({{"t", floats(std::vector<float>(24, 1.0f), {2, 3, 4})}}, {4, 32});
+  const EntryAt t = entry_at(cube, 0);
+  set_le(cube, t.dims, 0, 8);
+  set_le(cube, t.dims + 8, 97, 8);
+  set_le(cube, t.dims + 16, 1153156986523615234ull, 8);
+  fix_crc(cube);
+  expect_parse_error(cube, "overflows");
   // A scale that is not a finite non-negative number fails when the tensor is decoded.
   Bytes f = good;
   set_le(f, get_le(f, a.offset, 8), 0x7FC00000u, 4);

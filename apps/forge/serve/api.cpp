@@ -69,7 +69,7 @@ json parse_body(const HttpRequest& req, size_t limit) {
   json body;
   try {
     body = json::parse(req.body, note_key);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // a syntax error, or a number past a double's range
     const std::string what = e.what();
     if (what.find("UTF-8") != std::string::npos || what.find("surrogate") != std::string::npos)
       fail(400, last_key, "'" + last_key + "' is not valid UTF-8");

@@ -10,8 +10,17 @@ const char* dtype_name(DType dtype) {
 
 int64_t Shape::numel() const {
   int64_t n = 1;
-  for (int64_t d : dims_) n *= d;
-  return n;
+  bool empty = false;
+  for (int64_t d : dims_) {
+    // A zero leaves no elements, but a tensor's strides still multiply the other sizes.
+    if (d == 0) {
+      empty = true;
+      continue;
+    }
+    FORGE_CHECK(!__builtin_mul_overflow(n, d, &n),
+                "shape {} is too large: the product of its sizes overflows", str());
+  }
+  return empty ? 0 : n;
 }
 
 std::string Shape::str() const {

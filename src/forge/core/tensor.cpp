@@ -1,5 +1,6 @@
 #include "forge/core/tensor.h"
 
+#include <cstdint>
 #include <cstring>
 
 #include "forge/core/backend.h"
@@ -36,12 +37,15 @@ std::vector<int64_t> row_major_strides(const Shape& shape) {
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, const Device& device) {
   for (int64_t d : shape.dims()) FORGE_CHECK(d >= 0, "negative dimension in shape {}", shape.str());
+  const int64_t numel = shape.numel();  // checked first: the strides multiply the same sizes
+  FORGE_CHECK(static_cast<uint64_t>(numel) <= SIZE_MAX / dtype_size(dtype),
+              "shape {} is too large: its bytes overflow", shape.str());
   Tensor t;
   t.device_ = device;
   t.shape_ = shape;
   t.strides_ = row_major_strides(shape);
   t.dtype_ = dtype;
-  const std::size_t bytes = static_cast<std::size_t>(shape.numel()) * dtype_size(dtype);
+  const std::size_t bytes = static_cast<std::size_t>(numel) * dtype_size(dtype);
   t.buffer_ = device.backend().allocate(bytes);
   return t;
 }

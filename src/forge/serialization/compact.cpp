@@ -66,8 +66,14 @@ uint64_t checked_add(uint64_t a, uint64_t b, const std::string& what) {
 /// ceil(cols / group) f32 scales (all rows' scales first) and its codes.
 uint64_t payload_bytes(CompactDType dtype, const Shape& shape, uint64_t group,
                        const std::string& what) {
-  uint64_t numel = 1;
-  for (int64_t d : shape.dims()) numel = checked_mul(numel, static_cast<uint64_t>(d), what);
+  // The sizes' product must fit beside a zero too: a tensor's strides still multiply them.
+  uint64_t product = 1;
+  bool empty = false;
+  for (int64_t d : shape.dims()) {
+    empty = empty || d == 0;
+    if (d != 0) product = checked_mul(product, static_cast<uint64_t>(d), what);
+  }
+  const uint64_t numel = empty ? 0 : product;
   if (dtype == CompactDType::F32) return checked_mul(numel, 4, what);
   const uint64_t cols = static_cast<uint64_t>(shape[-1]);
   const uint64_t rows = cols == 0 ? 0 : numel / cols;
