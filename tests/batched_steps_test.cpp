@@ -227,17 +227,27 @@ INSTANTIATE_TEST_SUITE_P(Devices, BatchedStepsOnDevice,
                          ::testing::ValuesIn(test::devices_under_test()),
                          [](const auto& info) { return info.param; });
 
-TEST(BatchedStepsHostile, BadInputIsAClearErrorThatTouchesNoCache) {
-  const Gpt2 model = Gpt2::init_random(small_config(), 1, Device::cpu());
-  std::vector<KvCache> caches(3);
-  for (int64_t b = 0; b < 3; ++b) {
-    caches[b] = model.new_cache();
-    model.prefill(caches[b], prompt_of(b, 101));
+/// A small CPU model and three caches holding prompts of 1, 6 and 11 tokens: a bad call must
+/// leave lengths() as it found them.
+class BatchedStepsHostile : public ::testing::Test {
+ protected:
+  BatchedStepsHostile() : model(Gpt2::init_random(small_config(), 1, Device::cpu())), caches(3) {
+    for (int64_t b = 0; b < 3; ++b) {
+      caches[b] = model.new_cache();
+      model.prefill(caches[b], prompt_of(b, 101));
+    }
+    p = pointers(caches);
   }
-  std::vector<KvCache*> p = pointers(caches);
-  const auto lengths = [&] {
-    return std::vector<int64_t>{caches[0].length, caches[1].length, caches[2].length};
-  };
+  std::vector<int64_t> lengths() const {
+    return {caches[0].length, caches[1].length, caches[2].length};
+  }
+
+  const Gpt2 model;
+  std::vector<KvCache> caches;
+  std::vector<KvCache*> p;
+};
+
+TEST_F(BatchedStepsHostile, BadInputIsAClearErrorThatTouchesNoCache) {
   const std::vector<int64_t> before = lengths();
   const std::vector<uint32_t> three = {1, 2, 3};
   expect_error([&] { model.hidden_steps(p, std::vector<uint32_t>{1, 2}); }, "3 caches for 2 ids");
@@ -273,17 +283,7 @@ TEST(BatchedStepsHostile, BadInputIsAClearErrorThatTouchesNoCache) {
   EXPECT_EQ(full.length, 96);
 }
 
-TEST(BatchedStepsHostile, BadPromptsTogetherAreAClearErrorThatTouchesNoCache) {
-  const Gpt2 model = Gpt2::init_random(small_config(), 1, Device::cpu());
-  std::vector<KvCache> caches(3);
-  for (int64_t b = 0; b < 3; ++b) {
-    caches[b] = model.new_cache();
-    model.prefill(caches[b], prompt_of(b, 101));
-  }
-  std::vector<KvCache*> p = pointers(caches);
-  const auto lengths = [&] {
-    return std::vector<int64_t>{caches[0].length, caches[1].length, caches[2].length};
-  };
+TEST_F(BatchedStepsHostile, BadPromptsTogetherAreAClearErrorThatTouchesNoCache) {
   const std::vector<int64_t> before = lengths();
   using Prompts = std::vector<std::vector<uint32_t>>;
   const Prompts three = {{1, 2}, {3}, {4, 5, 6}};
@@ -310,7 +310,7 @@ TEST(BatchedStepsHostile, BadPromptsTogetherAreAClearErrorThatTouchesNoCache) {
   EXPECT_EQ(lengths(), before);
 }
 
-TEST(BatchedStepsHostile, OpsRejectMismatchedOperands) {
+TEST_F(BatchedStepsHostile, OpsRejectMismatchedOperands) {
   const Device cpu = Device::cpu();
   const Tensor k0 = Tensor::zeros({2, 8, 4}, DType::F32, cpu), v0 = k0.to(cpu);
   const Tensor k1 = Tensor::zeros({2, 8, 4}, DType::F32, cpu), v1 = k1.to(cpu);
