@@ -1,5 +1,8 @@
 // Forge's CPU GEMM against OpenBLAS's cblas_sgemm on GPT-2 124M's shapes, best of N runs each
 // (alternating), at 1 and 2 threads (or the counts given as arguments): bench_matmul [threads...]
+// Then the decode rows with the weights cold: m rows (one per sequence decoded together) times
+// one of 12 copies of a 768×2304 b in turn (85 MB, past the last-level cache), as when decoding
+// a model larger than the cache; where the few-row and in-place paths cross over.
 #include <cblas.h>
 
 #include <algorithm>
@@ -30,6 +33,10 @@ const Shape kShapes[] = {
     {"prefill mlp up", 128, 768, 3072, false, false},
     {"decode lm head (x·wteᵀ)", 1, 768, 50257, false, true},
     {"decode qkv", 1, 768, 2304, false, false},
+    {"2 decoded together, qkv", 2, 768, 2304, false, false},
+    {"8 decoded together, qkv", 8, 768, 2304, false, false},
+    {"8 together, mlp down", 8, 3072, 768, false, false},
+    {"16 together, mlp up", 16, 768, 3072, false, false},
     {"batch of 8 attn proj", 1024, 768, 768, false, false},
     {"train dW = xᵀ·dy", 768, 8192, 2304, true, false},
 };
@@ -116,6 +123,48 @@ int main(int argc, char** argv) {
       std::printf("%-26s %-18s %7d %10.1f %10.1f %6.0f%% %10.2g\n", s.what, dims.c_str(), threads,
                   flops / best.ours / 1e9, flops / best.theirs / 1e9,
                   100.0 * best.theirs / best.ours, diff);
+    }
+  }
+  constexpr int64_t kK = 768, kN = 2304, kCopies = 12;
+  std::vector<std::vector<float>> weights;
+  for (int64_t c = 0; c < kCopies; ++c) weights.push_back(random_floats(kK * kN, 3 + c));
+  const auto rows = random_floats(48 * kK, 4);
+  std::vector<float> ours(48 * kN), theirs(48 * kN);
+  std::printf("\ndecode rows × 768×2304, weights cold: ms per product (GB/s of weights read)\n");
+  std::printf("%4s %7s %18s %18s %7s\n", "m", "threads", "forge", "openblas", "ratio");
+  for (const int64_t m : {1, 2, 3, 4, 5, 6, 8, 16, 32, 33, 48}) {
+    for (const int threads : thread_counts) {
+      forge::cpu::ThreadPool pool(threads);
+      openblas_set_num_threads(threads);
+      const Best best = best_of(
+          [&] {
+            for (const auto& b : weights) {
+              forge::cpu::Gemm g{};
+              g.out = ours.data();
+              g.a = rows.data();
+              g.b = b.data();
+              g.batch = 1;
+              g.m = m;
+              g.n = kN;
+              g.k = kK;
+              g.lda = kK;
+              g.ldb = kN;
+              g.ldo = kN;
+              g.alpha = 1.0f;
+              forge::cpu::gemm(pool, g);
+            }
+          },
+          [&] {
+            for (const auto& b : weights) {
+              cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, kN, kK, 1.0f, rows.data(),
+                          kK, b.data(), kN, 0.0f, theirs.data(), kN);
+            }
+          });
+      const double bytes = 4.0 * kK * kN;
+      const double ours_ms = best.ours * 1e3 / kCopies, theirs_ms = best.theirs * 1e3 / kCopies;
+      std::printf("%4lld %7d %9.3f (%5.1f) %9.3f (%5.1f) %6.0f%%\n", static_cast<long long>(m),
+                  threads, ours_ms, bytes / ours_ms / 1e6, theirs_ms, bytes / theirs_ms / 1e6,
+                  100.0 * theirs_ms / ours_ms);
     }
   }
   return 0;

@@ -1,7 +1,7 @@
 // The fast GEMM behind cpu::gemm (contract: cpu::Gemm in reference.h, held to ref::gemm by
 // tests/cpu_kernels_test.cpp).
 //
-// m > 1 follows the BLIS loop nest:
+// Past a few rows it follows the BLIS loop nest:
 //   for each column block jc (≤ kMaxNC) of op(b):
 //     for each depth block pc (≤ kMaxKC): pack op(b)[pc.., jc..] into NR-wide panels   (L2)
 //       for each row block ic (≤ kMaxMC): pack op(a)[ic.., pc..] into MR-tall panels   (L2)
@@ -11,8 +11,10 @@
 // multiplied. Threads take disjoint output tiles and run the nest independently with their
 // own packing buffers: no barrier inside a GEMM.
 //
-// m = 1 (decode) is a matrix-vector product bound by reading b once, so it skips packing and
-// streams b straight from memory, split over threads by output column.
+// A decode step (m = 1, or one row per sequence decoded together) is bound by reading b, the
+// weights, each of whose elements it uses only m times: too few to repay packing b. Up to
+// kFewRows rows skip packing and stream b straight from memory, split over threads along its
+// rows; up to kInPlaceRows the nest reads a row-major b's panels where they lie.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -34,6 +36,11 @@ constexpr int64_t kMaxMC = 144;       // a 144×256 block of a (144 KiB) stays i
 constexpr int64_t kMaxNC = 512;       // a 256×512 block of b (512 KiB) stays in L2 beside it
 // Below this many multiply-adds a GEMM runs on the calling thread: waking the pool costs more.
 constexpr int64_t kParallelMacs = int64_t{1} << 18;
+// Up to kFewRows rows, b streams past op(a)'s rows; up to kInPlaceRows, a row-major b is read
+// in place rather than packed (the crossovers measured with the weights cold, as in decoding a
+// model larger than the cache: docs/runs/cpu-gemm-few-rows.md).
+constexpr int64_t kFewRows = 4;
+constexpr int64_t kInPlaceRows = 32;
 
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
@@ -181,8 +188,9 @@ void prefetch_rows(const SourceRows& src, int64_t begin, int64_t end) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Micro-kernels: acc[MR×NR] = Σ_p ap[p·MR + i] · bp[p·NR + j] over packed panels of depth kc,
-// then the top-left mr×nr of c becomes alpha·acc + bias (first depth block) or gains alpha·acc.
+// Micro-kernels: acc[MR×NR] = Σ_p ap[p·MR + i] · bp[p·ldp + j] over panels of depth kc (ldp
+// is NR for a packed panel of b, ldb for one read in place), then the top-left mr×nr of c
+// becomes alpha·acc + bias (first depth block) or gains alpha·acc.
 
 struct Tile {
   float* c;
@@ -193,7 +201,8 @@ struct Tile {
   const float* bias;  // bias for the tile's first column, or null
 };
 
-using MicroKernel = void (*)(int64_t kc, const float* ap, const float* bp, const Tile& t);
+using MicroKernel = void (*)(int64_t kc, const float* ap, const float* bp, int64_t ldp,
+                             const Tile& t);
 
 void store_tile(const float* acc, const Tile& t) {
   for (int64_t i = 0; i < t.mr; ++i) {
@@ -205,37 +214,41 @@ void store_tile(const float* acc, const Tile& t) {
   }
 }
 
-void micro_portable(int64_t kc, const float* ap, const float* bp, const Tile& t) {
+void micro_portable(int64_t kc, const float* ap, const float* bp, int64_t ldp, const Tile& t) {
   float acc[kMR * kNR] = {};
   for (int64_t p = 0; p < kc; ++p) {
     for (int64_t i = 0; i < kMR; ++i) {
-      for (int64_t j = 0; j < kNR; ++j) acc[i * kNR + j] += ap[p * kMR + i] * bp[p * kNR + j];
+      for (int64_t j = 0; j < kNR; ++j) acc[i * kNR + j] += ap[p * kMR + i] * bp[p * ldp + j];
     }
   }
   store_tile(acc, t);
 }
 
 #ifdef FORGE_AVX2
-FORGE_AVX2 void micro_avx2(int64_t kc, const float* ap, const float* bp, const Tile& t) {
+/// The first R ≤ MR rows of the tile (fewer rows, fewer multiplies: a batched decode step of
+/// two sequences is two rows, not six).
+template <int64_t R>
+FORGE_AVX2 void micro_avx2(int64_t kc, const float* ap, const float* bp, int64_t ldp,
+                           const Tile& t) {
   // Every loop over acc is fully unrolled, so it lives in registers, never on the stack.
-  __m256 acc[kMR][2];
+  __m256 acc[R][2];
 #pragma GCC unroll 6
   for (auto& row : acc) row[0] = row[1] = _mm256_setzero_ps();
 #pragma GCC unroll 4
-  for (int64_t p = 0; p < kc; ++p, ap += kMR, bp += kNR) {
-    const __m256 b0 = _mm256_load_ps(bp);
-    const __m256 b1 = _mm256_load_ps(bp + 8);
+  for (int64_t p = 0; p < kc; ++p, ap += kMR, bp += ldp) {
+    const __m256 b0 = _mm256_loadu_ps(bp);
+    const __m256 b1 = _mm256_loadu_ps(bp + 8);
 #pragma GCC unroll 6
-    for (int64_t i = 0; i < kMR; ++i) {
+    for (int64_t i = 0; i < R; ++i) {
       const __m256 ai = _mm256_broadcast_ss(ap + i);
       acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
       acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
     }
   }
-  if (t.mr < kMR || t.nr < kNR) {  // ragged edge: finish through memory
-    alignas(32) float spill[kMR * kNR];
+  if (t.mr < R || t.nr < kNR) {  // ragged edge: finish through memory
+    alignas(32) float spill[R * kNR];
 #pragma GCC unroll 6
-    for (int64_t i = 0; i < kMR; ++i) {
+    for (int64_t i = 0; i < R; ++i) {
       _mm256_store_ps(spill + i * kNR, acc[i][0]);
       _mm256_store_ps(spill + i * kNR + 8, acc[i][1]);
     }
@@ -244,7 +257,7 @@ FORGE_AVX2 void micro_avx2(int64_t kc, const float* ap, const float* bp, const T
   }
   const __m256 alpha = _mm256_set1_ps(t.alpha);
 #pragma GCC unroll 6
-  for (int64_t i = 0; i < kMR; ++i) {
+  for (int64_t i = 0; i < R; ++i) {
 #pragma GCC unroll 2
     for (int64_t h = 0; h < 2; ++h) {
       float* c = t.c + i * t.ldc + 8 * h;
@@ -261,80 +274,127 @@ FORGE_AVX2 void micro_avx2(int64_t kc, const float* ap, const float* bp, const T
 #endif  // FORGE_AVX2
 
 // ---------------------------------------------------------------------------------------------
-// Matrix-vector kernels (m = 1), x contiguous [k]. Bound by reading b, so each reads b in
-// address order, one row after another: a single long stream is what the hardware prefetcher
-// serves best (interleaving even four rows measured at half the bandwidth).
+// Few-row kernels (m ≤ kFewRows: a decode step, one row per sequence decoded together), over
+// the rows of op(a) as Rows. Bound by reading b, so each reads b in address order, a row (or
+// kRowsAtOnce rows) at a time: a few long streams are what the hardware prefetcher serves best,
+// and each stretch of b is applied to every row of x while it is still in L1.
 
-/// trans_b, b [n, k]: out[j] = x · b[j, :] for j ∈ cols (raw sums; the caller finishes them).
-using GemvT = void (*)(float* out, const float* x, const float* b, int64_t ldb, int64_t k,
-                       Range cols);
-/// Not transposed, b [k, n]: out[0:n] = Σ_{p ∈ rows} x[p] · b[p, 0:n] (raw sums).
-using GemvN = void (*)(float* out, const float* x, const float* b, int64_t ldb, int64_t n,
-                       Range rows);
+/// m rows of x, each k long (contiguous), ld apart.
+struct Rows {
+  const float* x;
+  int64_t ld, m;
+};
 
-void gemv_t_portable(float* out, const float* x, const float* b, int64_t ldb, int64_t k,
-                     Range cols) {
+/// trans_b, b [n, k]: out[i·ldo + j] = x_i · b[j, :] for i < m, j ∈ cols (raw sums; the caller
+/// finishes them).
+using FewT = void (*)(float* out, int64_t ldo, Rows x, const float* b, int64_t ldb, int64_t k,
+                      Range cols);
+/// Not transposed, b [k, n]: out[i·ldo + 0:n] = Σ_{p ∈ rows} x_i[p] · b[p, 0:n] (raw sums).
+using FewN = void (*)(float* out, int64_t ldo, Rows x, const float* b, int64_t ldb, int64_t n,
+                      Range rows);
+
+void few_t_portable(float* out, int64_t ldo, Rows x, const float* b, int64_t ldb, int64_t k,
+                    Range cols) {
   for (int64_t j = cols.begin; j < cols.end; ++j) {
     const float* row = b + j * ldb;
-    float lanes[8] = {};  // independent partial sums, so the compiler may vectorise
-    int64_t p = 0;
-    for (; p + 8 <= k; p += 8) {
-      for (int64_t l = 0; l < 8; ++l) lanes[l] += x[p + l] * row[p + l];
+    for (int64_t i = 0; i < x.m; ++i) {
+      const float* xi = x.x + i * x.ld;
+      float lanes[8] = {};  // independent partial sums, so the compiler may vectorise
+      int64_t p = 0;
+      for (; p + 8 <= k; p += 8) {
+        for (int64_t l = 0; l < 8; ++l) lanes[l] += xi[p + l] * row[p + l];
+      }
+      float acc = 0.0f;
+      for (; p < k; ++p) acc += xi[p] * row[p];
+      for (float l : lanes) acc += l;
+      out[i * ldo + j] = acc;
     }
-    float acc = 0.0f;
-    for (; p < k; ++p) acc += x[p] * row[p];
-    for (float l : lanes) acc += l;
-    out[j] = acc;
   }
 }
 
-void gemv_n_portable(float* out, const float* x, const float* b, int64_t ldb, int64_t n,
-                     Range rows) {
-  std::fill(out, out + n, 0.0f);
+void few_n_portable(float* out, int64_t ldo, Rows x, const float* b, int64_t ldb, int64_t n,
+                    Range rows) {
+  for (int64_t i = 0; i < x.m; ++i) std::fill(out + i * ldo, out + i * ldo + n, 0.0f);
   for (int64_t p = rows.begin; p < rows.end; ++p) {
     const float* row = b + p * ldb;
-    for (int64_t j = 0; j < n; ++j) out[j] += x[p] * row[j];
+    for (int64_t i = 0; i < x.m; ++i) {
+      const float xp = x.x[i * x.ld + p];
+      float* o = out + i * ldo;
+      for (int64_t j = 0; j < n; ++j) o[j] += xp * row[j];
+    }
   }
 }
 
 #ifdef FORGE_AVX2
-/// Four accumulators hide the FMA latency.
-FORGE_AVX2 void gemv_t_avx2(float* out, const float* x, const float* b, int64_t ldb, int64_t k,
-                            Range cols) {
+/// Four accumulators hide the FMA latency; b's row stays in L1 across the rows of x.
+FORGE_AVX2 void few_t_avx2(float* out, int64_t ldo, Rows x, const float* b, int64_t ldb, int64_t k,
+                           Range cols) {
   for (int64_t j = cols.begin; j < cols.end; ++j) {
     const float* row = b + j * ldb;
-    __m256 s[4];
-    for (auto& si : s) si = _mm256_setzero_ps();
-    int64_t p = 0;
-    for (; p + 32 <= k; p += 32) {
+    for (int64_t i = 0; i < x.m; ++i) {
+      const float* xi = x.x + i * x.ld;
+      __m256 s[4];
+      for (auto& si : s) si = _mm256_setzero_ps();
+      int64_t p = 0;
+      for (; p + 32 <= k; p += 32) {
 #pragma GCC unroll 4
-      for (int q = 0; q < 4; ++q) {
-        s[q] =
-            _mm256_fmadd_ps(_mm256_loadu_ps(row + p + 8 * q), _mm256_loadu_ps(x + p + 8 * q), s[q]);
+        for (int q = 0; q < 4; ++q) {
+          s[q] = _mm256_fmadd_ps(_mm256_loadu_ps(row + p + 8 * q), _mm256_loadu_ps(xi + p + 8 * q),
+                                 s[q]);
+        }
       }
+      for (; p + 8 <= k; p += 8) {
+        s[0] = _mm256_fmadd_ps(_mm256_loadu_ps(row + p), _mm256_loadu_ps(xi + p), s[0]);
+      }
+      float acc = avx2::hsum(_mm256_add_ps(_mm256_add_ps(s[0], s[1]), _mm256_add_ps(s[2], s[3])));
+      for (; p < k; ++p) acc += xi[p] * row[p];
+      out[i * ldo + j] = acc;
     }
-    for (; p + 8 <= k; p += 8) {
-      s[0] = _mm256_fmadd_ps(_mm256_loadu_ps(row + p), _mm256_loadu_ps(x + p), s[0]);
-    }
-    float acc = avx2::hsum(_mm256_add_ps(_mm256_add_ps(s[0], s[1]), _mm256_add_ps(s[2], s[3])));
-    for (; p < k; ++p) acc += x[p] * row[p];
-    out[j] = acc;
   }
 }
 
-/// out stays in L1/L2 (n ≤ a few thousand) while b's rows stream past it.
-FORGE_AVX2 void gemv_n_avx2(float* out, const float* x, const float* b, int64_t ldb, int64_t n,
-                            Range rows) {
-  std::fill(out, out + n, 0.0f);
-  for (int64_t p = rows.begin; p < rows.end; ++p) {
+constexpr int64_t kRowsAtOnce = 4;  // more streams than this measured slower (8: half)
+
+/// out's m rows stay in L1/L2 (m·n ≤ a few tens of thousands) while b's rows stream past them,
+/// kRowsAtOnce at a time so that each pass over out carries that many rows of b.
+FORGE_AVX2 void few_n_avx2(float* out, int64_t ldo, Rows x, const float* b, int64_t ldb, int64_t n,
+                           Range rows) {
+  for (int64_t i = 0; i < x.m; ++i) std::fill(out + i * ldo, out + i * ldo + n, 0.0f);
+  int64_t p = rows.begin;
+  for (; p + kRowsAtOnce <= rows.end; p += kRowsAtOnce) {
     const float* row = b + p * ldb;
-    const __m256 xp = _mm256_set1_ps(x[p]);
-    int64_t j = 0;
-    for (; j + 8 <= n; j += 8) {
-      _mm256_storeu_ps(out + j,
-                       _mm256_fmadd_ps(xp, _mm256_loadu_ps(row + j), _mm256_loadu_ps(out + j)));
+    for (int64_t i = 0; i < x.m; ++i) {
+      __m256 xp[kRowsAtOnce];
+#pragma GCC unroll 4
+      for (int64_t u = 0; u < kRowsAtOnce; ++u) xp[u] = _mm256_set1_ps(x.x[i * x.ld + p + u]);
+      float* o = out + i * ldo;
+      int64_t j = 0;
+      for (; j + 8 <= n; j += 8) {
+        __m256 v = _mm256_loadu_ps(o + j);
+#pragma GCC unroll 4
+        for (int64_t u = 0; u < kRowsAtOnce; ++u) {
+          v = _mm256_fmadd_ps(xp[u], _mm256_loadu_ps(row + u * ldb + j), v);
+        }
+        _mm256_storeu_ps(o + j, v);
+      }
+      for (; j < n; ++j) {
+        for (int64_t u = 0; u < kRowsAtOnce; ++u) o[j] += x.x[i * x.ld + p + u] * row[u * ldb + j];
+      }
     }
-    for (; j < n; ++j) out[j] += x[p] * row[j];
+  }
+  for (; p < rows.end; ++p) {
+    const float* row = b + p * ldb;
+    for (int64_t i = 0; i < x.m; ++i) {
+      const float xs = x.x[i * x.ld + p];
+      const __m256 xp = _mm256_set1_ps(xs);
+      float* o = out + i * ldo;
+      int64_t j = 0;
+      for (; j + 8 <= n; j += 8) {
+        _mm256_storeu_ps(o + j,
+                         _mm256_fmadd_ps(xp, _mm256_loadu_ps(row + j), _mm256_loadu_ps(o + j)));
+      }
+      for (; j < n; ++j) o[j] += xs * row[j];
+    }
   }
 }
 #endif  // FORGE_AVX2
@@ -343,20 +403,29 @@ FORGE_AVX2 void gemv_n_avx2(float* out, const float* x, const float* b, int64_t 
 // Drivers.
 
 struct Kernels {
-  MicroKernel micro;
+  MicroKernel micro[kMR];  // micro[r - 1] computes a tile's first r rows
   TransposePanel transpose_a, transpose_b;
-  GemvT gemv_t;
-  GemvN gemv_n;
+  FewT few_t;
+  FewN few_n;
 };
 
 Kernels kernels_for([[maybe_unused]] Isa isa) {
 #ifdef FORGE_AVX2
   if (isa == Isa::Avx2) {
-    return {micro_avx2, transpose_panel_a_avx2, transpose_panel_b_avx2, gemv_t_avx2, gemv_n_avx2};
+    return {
+        {micro_avx2<1>, micro_avx2<2>, micro_avx2<3>, micro_avx2<4>, micro_avx2<5>, micro_avx2<6>},
+        transpose_panel_a_avx2,
+        transpose_panel_b_avx2,
+        few_t_avx2,
+        few_n_avx2};
   }
 #endif
-  return {micro_portable, transpose_panel<kMR>, transpose_panel<kNR>, gemv_t_portable,
-          gemv_n_portable};
+  return {{micro_portable, micro_portable, micro_portable, micro_portable, micro_portable,
+           micro_portable},
+          transpose_panel<kMR>,
+          transpose_panel<kNR>,
+          few_t_portable,
+          few_n_portable};
 }
 
 struct FreeDeleter {
@@ -366,8 +435,8 @@ struct FreeDeleter {
 /// Each thread's packing buffers, allocated on first use and kept for the thread's life.
 struct Scratch {
   std::unique_ptr<float, FreeDeleter> a, b;
-  std::vector<float> x;        // op(a)'s row for the m = 1 path when a is transposed
-  std::vector<float> partial;  // the m = 1 path's per-piece sums, on the calling thread
+  std::vector<float> x;        // op(a)'s rows for the few-row path when a is transposed
+  std::vector<float> partial;  // the few-row path's per-piece sums, on the calling thread
 
   static Scratch& local() {
     thread_local Scratch s;
@@ -389,11 +458,18 @@ void gemm_tile(const Gemm& g, int64_t bi, Range rows, Range cols, const Kernels&
   const int64_t nc_max = block_size(cols.end - cols.begin, kMaxNC, kNR);
   const int64_t kc_max = block_size(g.k, kMaxKC, 1);
   const int64_t mc_max = block_size(rows.end - rows.begin, kMaxMC, kMR);
+  const bool in_place = !g.trans_b && g.m <= kInPlaceRows;
   for (int64_t jc = cols.begin; jc < cols.end; jc += nc_max) {
     const int64_t nc = std::min(nc_max, cols.end - jc);
+    const int64_t full_nc = nc / kNR * kNR;  // in place, the full panels; a ragged one is packed
     for (int64_t pc = 0; pc < g.k; pc += kc_max) {
       const int64_t kc = std::min(kc_max, g.k - pc);
-      pack_b(s.b.get(), g, b, jc, nc, pc, kc, kern.transpose_b);
+      if (!in_place) {
+        pack_b(s.b.get(), g, b, jc, nc, pc, kc, kern.transpose_b);
+      } else if (full_nc < nc) {
+        pack_b(s.b.get() + full_nc * kc, g, b, jc + full_nc, nc - full_nc, pc, kc,
+               kern.transpose_b);
+      }
       // While this block of b is multiplied, the next one is prefetched a slice per
       // micro-kernel call, so reading the weights from memory overlaps the arithmetic
       // instead of stalling the next pack_b.
@@ -422,7 +498,11 @@ void gemm_tile(const Gemm& g, int64_t bi, Range rows, Range cols, const Kernels&
                          pc > 0,
                          g.alpha,
                          g.bias ? g.bias + jc + jr : nullptr};
-            kern.micro(kc, s.a.get() + ir * kc, s.b.get() + jr * kc, t);
+            if (in_place && jr < full_nc) {
+              kern.micro[t.mr - 1](kc, s.a.get() + ir * kc, b + pc * g.ldb + jc + jr, g.ldb, t);
+            } else {
+              kern.micro[t.mr - 1](kc, s.a.get() + ir * kc, s.b.get() + jr * kc, kNR, t);
+            }
           }
         }
       }
@@ -430,21 +510,24 @@ void gemm_tile(const Gemm& g, int64_t bi, Range rows, Range cols, const Kernels&
   }
 }
 
-/// op(a)'s only row in slice bi when m = 1, contiguous.
-const float* gemv_x(const Gemm& g, int64_t bi) {
+/// op(a)'s rows in slice bi, each contiguous.
+Rows few_rows_x(const Gemm& g, int64_t bi) {
   const float* a = g.a + bi * g.stride_a;
-  if (!g.trans_a || g.lda == 1) return a;
-  std::vector<float>& x = Scratch::local().x;  // a strided column of a: gather it
-  x.resize(g.k);
-  for (int64_t p = 0; p < g.k; ++p) x[p] = a[p * g.lda];
-  return x.data();
+  if (!g.trans_a) return {a, g.lda, g.m};
+  if (g.m == 1 && g.lda == 1) return {a, g.k, 1};
+  std::vector<float>& x = Scratch::local().x;  // columns of a: gather them
+  x.resize(g.m * g.k);
+  for (int64_t i = 0; i < g.m; ++i) {
+    for (int64_t p = 0; p < g.k; ++p) x[i * g.k + p] = a[p * g.lda + i];
+  }
+  return {x.data(), g.k, g.m};
 }
 
-/// m = 1: each slice is cut into `pieces` over the rows of b, so that every thread streams a
-/// contiguous stretch of it. With trans_b those rows are output columns, written in place;
-/// otherwise they are depth, so each piece sums into its own row of `partial` and the pieces
-/// are added up at the end.
-void gemv(ThreadPool& pool, const Gemm& g, int64_t pieces, const Kernels& kern) {
+/// m ≤ kFewRows: each slice is cut into `pieces` over the rows of b, so that every thread
+/// streams a contiguous stretch of it. With trans_b those rows are output columns, written in
+/// place; otherwise they are depth, so each piece sums into its own [m, n] of `partial` and
+/// the pieces are added up at the end.
+void few_rows(ThreadPool& pool, const Gemm& g, int64_t pieces, const Kernels& kern) {
   auto finish = [&](float* out, int64_t j) {
     out[j] = g.alpha * out[j] + (g.bias ? g.bias[j] : 0.0f);
   };
@@ -454,34 +537,42 @@ void gemv(ThreadPool& pool, const Gemm& g, int64_t pieces, const Kernels& kern) 
         const int64_t bi = t / pieces;
         const Range cols = split(g.n, pieces, t % pieces, 16);  // whole cache lines of out
         float* out = g.out + bi * g.stride_out;
-        kern.gemv_t(out, gemv_x(g, bi), g.b + bi * g.stride_b, g.ldb, g.k, cols);
-        for (int64_t j = cols.begin; j < cols.end; ++j) finish(out, j);
+        kern.few_t(out, g.ldo, few_rows_x(g, bi), g.b + bi * g.stride_b, g.ldb, g.k, cols);
+        for (int64_t i = 0; i < g.m; ++i) {
+          for (int64_t j = cols.begin; j < cols.end; ++j) finish(out + i * g.ldo, j);
+        }
       }
     });
     return;
   }
+  const int64_t mn = g.m * g.n;
   std::vector<float>& partial = Scratch::local().partial;
-  if (pieces > 1) partial.resize(g.batch * pieces * g.n);
+  if (pieces > 1) partial.resize(g.batch * pieces * mn);
   pool.parallel_for(g.batch * pieces, 1, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t bi = t / pieces;
-      float* out = pieces > 1 ? partial.data() + t * g.n : g.out + bi * g.stride_out;
-      kern.gemv_n(out, gemv_x(g, bi), g.b + bi * g.stride_b, g.ldb, g.n,
-                  split(g.k, pieces, t % pieces, 1));
+      float* out = pieces > 1 ? partial.data() + t * mn : g.out + bi * g.stride_out;
+      const int64_t ldo = pieces > 1 ? g.n : g.ldo;
+      kern.few_n(out, ldo, few_rows_x(g, bi), g.b + bi * g.stride_b, g.ldb, g.n,
+                 split(g.k, pieces, t % pieces, 1));
       if (pieces == 1) {
-        for (int64_t j = 0; j < g.n; ++j) finish(out, j);
+        for (int64_t i = 0; i < g.m; ++i) {
+          for (int64_t j = 0; j < g.n; ++j) finish(out + i * ldo, j);
+        }
       }
     }
   });
   if (pieces == 1) return;
   for (int64_t bi = 0; bi < g.batch; ++bi) {
-    float* out = g.out + bi * g.stride_out;
-    const float* sums = partial.data() + bi * pieces * g.n;
-    for (int64_t j = 0; j < g.n; ++j) {
-      float acc = 0.0f;
-      for (int64_t t = 0; t < pieces; ++t) acc += sums[t * g.n + j];
-      out[j] = acc;
-      finish(out, j);
+    const float* sums = partial.data() + bi * pieces * mn;
+    for (int64_t i = 0; i < g.m; ++i) {
+      float* out = g.out + bi * g.stride_out + i * g.ldo;
+      for (int64_t j = 0; j < g.n; ++j) {
+        float acc = 0.0f;
+        for (int64_t t = 0; t < pieces; ++t) acc += sums[t * mn + i * g.n + j];
+        out[j] = acc;
+        finish(out, j);
+      }
     }
   }
 }
@@ -510,9 +601,9 @@ void gemm(ThreadPool& pool, const Gemm& g) {
   const Kernels kern = kernels_for(active_isa());
   const bool big = g.batch * g.m * g.n * g.k >= kParallelMacs;
   const int64_t splits = big ? splits_per_slice(g.batch, pool.size()) : 1;
-  if (g.m == 1) {
+  if (g.m <= kFewRows) {
     // Pieces of at least 64 rows of b, so that each is a stretch worth streaming.
-    return gemv(pool, g, std::min(splits, ceil_div(g.trans_b ? g.n : g.k, 64)), kern);
+    return few_rows(pool, g, std::min(splits, ceil_div(g.trans_b ? g.n : g.k, 64)), kern);
   }
   // Cut columns first (each tile then packs a disjoint part of b, usually the weights), keeping
   // tiles at least 4 panels wide; cut rows for the rest.
