@@ -46,9 +46,16 @@ PY
 head -c 3000000 "$root/data/sotu.txt" > "$work/corpus.txt"
 
 llmc_round() {  # steps 4-16 (llm.c validates at 10 and samples at 20, outside its step times)
-  (cd "$work" && OMP_NUM_THREADS=$threads stdbuf -oL ./train_gpt2 2>&1) |
-    awk '/took/ {n++; if (n > 3) {s += $(NF - 1); k++}} n >= 16 {exit}
-      END {printf "%.3f\n", s / k / 1000}'
+  : > "$work/llmc.txt"
+  (cd "$work" && OMP_NUM_THREADS=$threads exec stdbuf -oL ./train_gpt2 > llmc.txt 2>&1) &
+  local pid=$!
+  while kill -0 "$pid" 2> /dev/null && [ "$(grep -c took "$work/llmc.txt")" -lt 16 ]; do
+    sleep 1
+  done
+  kill "$pid" 2> /dev/null || true
+  wait "$pid" 2> /dev/null || true
+  awk '/took/ {n++; if (n > 3 && n <= 16) {s += $(NF - 1); k++}}
+    END {printf "%.3f\n", s / k / 1000}' "$work/llmc.txt"
 }
 forge_round() {  # steps 5-23 from the log's elapsed column (the last step also validates)
   "$root/build/forge" train --backend cpu --threads "$threads" --tokenizer bpe \
