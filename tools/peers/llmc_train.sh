@@ -55,20 +55,22 @@ llmc_round() {  # steps 4-16 (llm.c validates at 10 and samples at 20, outside i
   kill "$pid" 2> /dev/null || true
   wait "$pid" 2> /dev/null || true
   awk '/took/ {n++; if (n > 3 && n <= 16) {s += $(NF - 1); k++}}
-    END {printf "%.3f\n", s / k / 1000}' "$work/llmc.txt"
+    END {if (!k) exit 1; printf "%.3f\n", s / k / 1000}' "$work/llmc.txt" ||
+    { tail -5 "$work/llmc.txt" >&2; echo "llm.c printed no step times" >&2; exit 1; }
 }
 forge_round() {  # steps 5-23 from the log's elapsed column (the last step also validates)
   "$root/build/forge" train --backend cpu --threads "$threads" --tokenizer bpe \
     --bpe-dir "$root/third_party/gpt2" --corpus "$work/corpus.txt" --out "$work/forge" --force \
     --n-layer 12 --n-head 12 --n-embd 768 --n-ctx 64 --batch 4 --steps 24 --warmup-steps 2 \
-    --eval-interval 1000 --eval-batches 1 --log-interval 1 --val-fraction 0.01 > /dev/null 2>&1
+    --eval-interval 1000 --eval-batches 1 --log-interval 1 --val-fraction 0.01 \
+    > "$work/forge.txt" 2>&1 || { tail -5 "$work/forge.txt" >&2; exit 1; }
   awk -F, '$1 == 4 {a = $6} $1 == 23 {b = $6} END {printf "%.3f\n", (b - a) / 19}' \
     "$work/forge/train_log.csv"
 }
 l=() f=()
 for r in $(seq "$rounds"); do
-  l+=("$(llmc_round)")
-  f+=("$(forge_round)")
+  l+=("$(llmc_round)") || exit 1
+  f+=("$(forge_round)") || exit 1
   echo "round $r: llm.c ${l[-1]} s/step, Forge ${f[-1]} s/step (batch 4 x 64, $threads threads)"
 done
 median() {
