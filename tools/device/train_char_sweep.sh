@@ -4,7 +4,8 @@
 # README quotes (the last 100 kB: inside the held-out 1 %, never trained on). A short joint
 # calibration run measures each candidate's tokens/s while the others run too, and sets its step
 # count so that every schedule ends inside the budget. Per candidate OUT_DIR/NAME gets
-# model.compact (8-bit), score.json, meta.tar (config, vocab, log, loss plots, stdout).
+# model.compact (8-bit) in 15 MB parts (the device returns files of at most 16 MB; `cat` joins
+# them), score.json, meta.tar (config, vocab, log, loss plots, stdout).
 # With RECENT_SECONDS set, each candidate then continues (--init-from) for that many seconds on
 # .device/sotu-recent.txt.xz: the training split's addresses from 1961 on, which end where the
 # validation split begins, so the model ends on the era it is scored on; score.json is then the
@@ -24,7 +25,9 @@ common=(--backend webgpu --eval-batches 8 --seed 1337 --format json --force)
 names=() flags=()
 for spec in "$@"; do names+=("${spec%% *}"); flags+=("${spec#* }"); done
 
-# Calibration: all candidates at once for 40 steps; the rate is the last logged tokens/s.
+# Calibration: all candidates at once for 40 steps; the rate is that of steps 10-40 (step 1
+# compiles the pipelines). train_log.csv's tokens/s (column 5) is the mean since step 0, so step
+# s ends at s * tokens_per_step / column 5.
 start=$(date +%s)
 for i in "${!names[@]}"; do
   # shellcheck disable=SC2086
@@ -38,7 +41,6 @@ echo "calibration took $(( $(date +%s) - start )) s; $left s left for training"
 
 for i in "${!names[@]}"; do
   name=${names[$i]}
-  rate=$(tail -1 "/tmp/cal-$name/train_log.csv" | cut -d, -f5)
   # shellcheck disable=SC2086
   set -- ${flags[$i]}
   batch=16 ctx=128 shape=()  # shape: the flags without the learning rates, for the second phase
@@ -47,6 +49,8 @@ for i in "${!names[@]}"; do
     case "$1" in --lr|--min-lr) ;; *) shape+=("$1" "$2") ;; esac
     shift 2
   done
+  rate=$(awk -F, -v t=$((batch * ctx)) '$1 == 10 {a = 10 * t / $5} $1 == 40 {b = 40 * t / $5}
+    END {printf "%.0f", 30 * t / (b - a)}' "/tmp/cal-$name/train_log.csv")
   steps=$(awk -v r="$rate" -v s="$left" -v t=$((batch * ctx)) 'BEGIN { printf "%d", 0.92 * r * s / t }')
   warm=$((steps / 12))
   more=$(awk -v r="$rate" -v s="$recent" -v t=$((batch * ctx)) 'BEGIN { printf "%d", 0.85 * r * s / t }')
@@ -55,7 +59,7 @@ for i in "${!names[@]}"; do
   (
     run=/tmp/run-$name
     # shellcheck disable=SC2086
-    timeout $((left + 50)) "$bin/forge" train "${common[@]}" ${flags[$i]} --corpus /tmp/sotu.txt \
+    timeout $((left + 120)) "$bin/forge" train "${common[@]}" ${flags[$i]} --corpus /tmp/sotu.txt \
       --val-fraction 0.01 --out "$run" \
       --steps "$steps" --warmup-steps "$warm" --eval-interval $((steps / 6)) \
       --log-interval 25 > "$run.stdout.txt" 2>&1
@@ -80,7 +84,7 @@ for i in "${!names[@]}"; do
       run=$run-recent
     fi
     ship "$run" score.json
-    cp "$run/model.compact" "$out/$name/"
+    split -b 15M -d "$run/model.compact" "$out/$name/model.compact.part"
     tar -C "/tmp/run-$name" -cf "$out/$name/meta.tar" config.json vocab.json train_log.csv \
       $(cd "/tmp/run-$name" && ls loss.* train_config.json train_log_recent.csv 2>/dev/null) \
       -C /tmp "run-$name.stdout.txt"
