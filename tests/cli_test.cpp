@@ -30,6 +30,29 @@ TEST(Cli, GenerateGreedyJsonMatchesHuggingFaceTokens) {
   EXPECT_EQ(out["prompt"].get<std::string>() + out["text"].get<std::string>(), g["text"]);
 }
 
+// The default backend: on a machine with a hardware GPU both devices are timed on the prompt
+// and the lower estimate wins; without one the CPU runs and the reason names what was found.
+TEST(Cli, GenerateAutoSaysWhichBackendRanAndWhy) {
+  const auto out = json_of(forge_cli("generate --model " + kChar +
+                                     " --prompt-ids 1,2,3 --greedy --max-tokens 8 --format json"));
+  const auto& choice = out["backend_choice"];
+  ASSERT_TRUE(choice.is_object()) << out.dump();
+  EXPECT_FALSE(choice["reason"].get<std::string>().empty());
+  if (!choice.contains("estimates")) {
+    EXPECT_EQ(choice["backend"], "cpu");
+    EXPECT_EQ(choice["reason"].get<std::string>().rfind("no hardware GPU adapter: ", 0), 0u)
+        << choice["reason"];
+    return;
+  }
+  ASSERT_EQ(choice["estimates"].size(), 2u);
+  double best = 1e300;
+  for (const auto& [name, figures] : choice["estimates"].items()) {
+    EXPECT_GT(figures["estimate_ms"].get<double>(), 0.0) << name;
+    best = std::min(best, figures["estimate_ms"].get<double>());
+  }
+  EXPECT_EQ(choice["estimates"][out["backend"].get<std::string>()]["estimate_ms"], best);
+}
+
 TEST(Cli, ScoreReportsPerTokenNllMeanAndPerplexity) {
   const auto out = json_of(
       forge_cli("score --backend cpu --model " + kChar + " --text 'ROMEO: hi' --format json"));

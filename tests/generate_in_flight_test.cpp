@@ -111,6 +111,33 @@ TEST_P(InFlight, EveryStopMidFlightEmitsWhatOneStepAtATimeEmits) {
   }
 }
 
+// What `forge generate --backend auto` weighs the devices by: a timed run of the asked length
+// that ignores the request's stops (they would end a probe early), context permitting.
+TEST_P(InFlight, MeasureGenerationTimesTheTokensItAsksForWithoutTheRequestsStops) {
+  const Gpt2& model = expert(device());
+  const std::vector<uint32_t> prompt = tokenizer().encode("Fellow citizens of the Senate");
+  GenerateOptions options;
+  options.sampling.greedy = true;
+  options.max_tokens = 2;
+  const GenerateResult first = generate(model, &tokenizer(), prompt, options);
+  options.stop_strings = {tokenizer().decode(first.ids)};  // would stop the run at its start
+  const GenerationCost cost = measure_generation(model, prompt, options, 24);
+  EXPECT_EQ(cost.tokens, 24);
+  EXPECT_GT(cost.prefill_ms, 0.0);
+  EXPECT_GT(cost.ms_per_token, 0.0);
+  EXPECT_DOUBLE_EQ(cost.estimate_ms(1), cost.prefill_ms);
+  EXPECT_DOUBLE_EQ(cost.estimate_ms(11), cost.prefill_ms + 10 * cost.ms_per_token);
+
+  const std::vector<uint32_t> crowded(model.config().n_ctx - 3, prompt[0]);
+  GenerateOptions plain = options;
+  plain.stop_strings.clear();
+  plain.max_tokens = 24;
+  const size_t room = generate(model, nullptr, crowded, plain).ids.size();
+  EXPECT_LT(room, 24u);
+  EXPECT_EQ(measure_generation(model, crowded, options, 24).tokens, static_cast<int64_t>(room));
+  EXPECT_THROW(measure_generation(model, prompt, options, 1), Error);
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, InFlight, ::testing::ValuesIn(test::devices_under_test()),
                          [](const auto& info) { return info.param; });
 

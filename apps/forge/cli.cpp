@@ -1,5 +1,8 @@
 #include "cli.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -92,20 +95,68 @@ void check_model_found(const std::string& dir) {
               default_model().tried);
 }
 
+Device cpu_device(const CommonOptions& options) {
+  return options.threads > 0 ? Device(make_cpu_backend(options.threads)) : Device::cpu();
+}
+
+bool auto_has_gpu(std::string* why) {
+  std::string unavailable;
+  if (!webgpu_available(&unavailable)) {
+    if (why) *why = "no hardware GPU adapter: WebGPU is unavailable (" + unavailable + ")";
+    return false;
+  }
+  std::string software;
+  for (const gpu::AdapterInfo& a : webgpu_adapters()) {
+    if (a.is_null()) continue;
+    if (a.type != "cpu") return true;
+    software += (software.empty() ? "" : ", ") + a.name;
+  }
+  if (why) {
+    *why = "no hardware GPU adapter: " +
+           (software.empty() ? std::string("WebGPU lists none")
+                             : "only software ones (" + software + "), slower than the CPU");
+  }
+  return false;
+}
+
 Device open_device(const CommonOptions& options) {
-  if (options.backend != "cpu") {
+  if (options.backend == "webgpu" || (options.backend == "auto" && auto_has_gpu())) {
     WebGpuOptions gpu = webgpu_options_from_env();
     if (!options.adapter.empty()) gpu.adapter = options.adapter;
-    std::string why;
-    if (options.backend == "webgpu") return make_webgpu_device(gpu);
-    // auto: a hardware GPU only; a software adapter (lavapipe) is slower than the CPU backend.
-    if (webgpu_available(&why)) {
-      for (const gpu::AdapterInfo& a : webgpu_adapters()) {
-        if (!a.is_null() && a.type != "cpu") return make_webgpu_device(gpu);
-      }
-    }
+    return make_webgpu_device(gpu);
   }
-  return options.threads > 0 ? Device(make_cpu_backend(options.threads)) : Device::cpu();
+  return cpu_device(options);
+}
+
+nlohmann::json choose_generation_device(const CommonOptions& common, const std::string& dir,
+                                        LoadedModel& loaded, std::span<const uint32_t> prompt,
+                                        const GenerateOptions& options) {
+  CommonOptions gpu_flags = common;
+  gpu_flags.backend = "webgpu";
+  LoadedModel on_gpu = load_model(dir, open_device(gpu_flags), common.json());
+  const int64_t tokens = std::max<int64_t>(options.max_tokens, 1);
+  const GenerationCost cpu = measure_generation(*loaded.model, prompt, options);
+  const GenerationCost gpu = measure_generation(*on_gpu.model, prompt, options);
+  const auto figures = [&](const GenerationCost& c) {
+    return nlohmann::json{{"prefill_ms", c.prefill_ms},
+                          {"ms_per_token", c.ms_per_token},
+                          {"estimate_ms", c.estimate_ms(tokens)}};
+  };
+  const bool take_gpu = gpu.estimate_ms(tokens) < cpu.estimate_ms(tokens);
+  const std::string cpu_name = loaded.model->device().name();
+  const std::string gpu_name = on_gpu.model->device().name();
+  const auto line = [&](const GenerationCost& c, const std::string& name) {
+    return fmt::format("{:.1f} ms on {} (prefill {:.2f} ms, {:.3f} ms/token)",
+                       c.estimate_ms(tokens), name, c.prefill_ms, c.ms_per_token);
+  };
+  const std::string reason =
+      fmt::format("{} tokens from this prompt: about {} against {}, each timed on {} tokens",
+                  tokens, take_gpu ? line(gpu, gpu_name) : line(cpu, cpu_name),
+                  take_gpu ? line(cpu, cpu_name) : line(gpu, gpu_name), cpu.tokens);
+  if (take_gpu) loaded.model = std::move(on_gpu.model);
+  return {{"backend", take_gpu ? "webgpu" : "cpu"},
+          {"reason", reason},
+          {"estimates", {{cpu_name, figures(cpu)}, {gpu_name, figures(gpu)}}}};
 }
 
 LoadedModel load_model(const std::string& dir, const Device& device, bool quiet) {

@@ -4,10 +4,12 @@
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "forge/core/tensor.h"
+#include "forge/models/gpt2/generate.h"
 #include "forge/models/gpt2/gpt2.h"
 #include "forge/tokenizer/tokenizer.h"
 
@@ -46,6 +48,12 @@ void check_model_found(const std::string& dir);
 
 /// The device the flags ask for; "auto" is WebGPU on a hardware GPU adapter, else the CPU.
 Device open_device(const CommonOptions& options);
+/// The CPU device the flags ask for (--threads).
+Device cpu_device(const CommonOptions& options);
+/// Whether "auto" has a GPU to weigh against the CPU: a hardware WebGPU adapter. A software one
+/// (lavapipe, SwiftShader) is slower than the CPU backend for every model, so it is never tried;
+/// `why` (may be null) then says what was found instead.
+bool auto_has_gpu(std::string* why = nullptr);
 
 struct LoadedModel {
   std::unique_ptr<Gpt2> model;
@@ -53,6 +61,14 @@ struct LoadedModel {
 };
 /// Loads a model directory, showing progress on stderr when it is a terminal.
 LoadedModel load_model(const std::string& dir, const Device& device, bool quiet);
+
+/// For "auto" with a GPU (auto_has_gpu): `loaded` is on the CPU. Loads `dir` on the GPU too,
+/// times a short generation from `prompt` with `options` on each (measure_generation), keeps in
+/// `loaded` the model whose estimate for options.max_tokens tokens is lower, and returns what
+/// was measured and chosen: {"backend", "reason", "estimates": {device name: figures}}.
+nlohmann::json choose_generation_device(const CommonOptions& common, const std::string& dir,
+                                        LoadedModel& loaded, std::span<const uint32_t> prompt,
+                                        const GenerateOptions& options);
 
 /// "1,2,3" → ids; errors name the bad entry.
 std::vector<uint32_t> parse_ids(const std::string& text);

@@ -19,8 +19,12 @@ struct GenerateArgs {
 void run_generate(const GenerateArgs& args) {
   FORGE_CHECK(args.prompt_given != args.prompt_ids_given,
               "give exactly one of --prompt and --prompt-ids");
-  const Device device = open_device(args.common);
-  const LoadedModel loaded = load_model(args.model_dir, device, args.common.json());
+  // auto with a GPU: the model goes on the CPU first, then both are timed on the prompt.
+  std::string no_gpu;
+  const bool weigh = args.common.backend == "auto" && auto_has_gpu(&no_gpu);
+  CommonOptions first = args.common;
+  if (weigh) first.backend = "cpu";
+  LoadedModel loaded = load_model(args.model_dir, open_device(first), args.common.json());
   const Tokenizer* tokenizer = loaded.tokenizer.get();
   std::vector<uint32_t> prompt;
   if (args.prompt_ids_given) {
@@ -32,10 +36,22 @@ void run_generate(const GenerateArgs& args) {
   loaded.model->check_ids(prompt);
   GenerateOptions options = args.options;
   options.stop_at_eos = !args.no_eos_stop;
+  nlohmann::json choice;
+  if (weigh) {
+    Generation(*loaded.model, tokenizer, prompt, options);  // bad options fail before any timing
+    choice = choose_generation_device(args.common, args.model_dir, loaded, prompt, options);
+  } else if (args.common.backend == "auto") {
+    choice = {{"backend", "cpu"}, {"reason", no_gpu}};
+  }
+  const std::string device = loaded.model->device().name();
 
   // Constructed first: its checks refuse bad options before the prompt is echoed.
   Generation generation(*loaded.model, tokenizer, prompt, options);
   const bool stream = !args.common.json();
+  if (stream && !choice.is_null()) {
+    std::fprintf(stderr, "[backend auto: %s, %s]\n", choice["backend"].get<std::string>().c_str(),
+                 choice["reason"].get<std::string>().c_str());
+  }
   if (stream) {
     std::fputs(tokenizer ? tokenizer->decode(prompt).c_str() : "", stdout);
     std::fflush(stdout);
@@ -59,7 +75,7 @@ void run_generate(const GenerateArgs& args) {
     std::printf("\n");
     std::fprintf(stderr, "[%zu tokens, stop: %s, prefill %.1f ms, %.1f tokens/s, %s]\n",
                  r.ids.size(), stop_reason_name(r.reason), r.prefill_ms, tokens_per_s,
-                 device.name().c_str());
+                 device.c_str());
     return;
   }
   nlohmann::json out = {{"prompt_ids", prompt},
@@ -68,7 +84,8 @@ void run_generate(const GenerateArgs& args) {
                         {"prefill_ms", r.prefill_ms},
                         {"decode_ms", r.decode_ms},
                         {"tokens_per_s", tokens_per_s},
-                        {"backend", device.name()}};
+                        {"backend", device}};
+  if (!choice.is_null()) out["backend_choice"] = choice;
   if (tokenizer) {
     out["prompt"] = tokenizer->decode(prompt);
     out["text"] = r.text;

@@ -375,4 +375,27 @@ GenerateResult generate(const Gpt2& model, const Tokenizer* tokenizer,
   return generation.result();
 }
 
+double GenerationCost::estimate_ms(int64_t count) const {
+  return prefill_ms + ms_per_token * static_cast<double>(std::max<int64_t>(count - 1, 0));
+}
+
+GenerationCost measure_generation(const Gpt2& model, std::span<const uint32_t> prompt,
+                                  const GenerateOptions& options, int64_t tokens) {
+  FORGE_CHECK(tokens >= 2, "a generation's cost is measured over at least 2 tokens, got {}",
+              tokens);
+  GenerateOptions probe = options;
+  probe.max_tokens = tokens;
+  probe.stop_at_eos = false;
+  probe.stop_strings.clear();
+  probe.sliding_window = false;
+  probe.top_logprobs = -1;
+  generate(model, nullptr, prompt, probe);
+  const GenerateResult timed = generate(model, nullptr, prompt, probe);
+  GenerationCost cost;
+  cost.prefill_ms = timed.prefill_ms;
+  cost.tokens = static_cast<int64_t>(timed.ids.size());
+  if (cost.tokens > 1) cost.ms_per_token = timed.decode_ms / static_cast<double>(cost.tokens - 1);
+  return cost;
+}
+
 }  // namespace forge

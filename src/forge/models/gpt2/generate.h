@@ -182,6 +182,22 @@ class Generation {
   AttentionTrace trace_;
 };
 
+/// What generating from a prompt costs on a model's device, as measured by measure_generation.
+struct GenerationCost {
+  double prefill_ms = 0.0;    // the prompt's forward and the first token's choice
+  double ms_per_token = 0.0;  // each later token
+  int64_t tokens = 0;         // tokens the timed run generated
+  /// The expected wall time of a generation of `tokens` tokens.
+  double estimate_ms(int64_t tokens) const;
+};
+
+/// Times a generation of up to `tokens` tokens from `prompt` with `options`' sampling and steps
+/// in flight (no stop conditions), after an untimed run of the same length: the first run on a
+/// GPU compiles pipelines and allocates, which a long generation pays once. A caller choosing a
+/// device for a model (`forge generate --backend auto`) compares these across devices.
+GenerationCost measure_generation(const Gpt2& model, std::span<const uint32_t> prompt,
+                                  const GenerateOptions& options, int64_t tokens = 24);
+
 /// The prompt must hold 1 … n_ctx valid ids. `tokenizer` may be null (no text, no stop strings).
 GenerateResult generate(const Gpt2& model, const Tokenizer* tokenizer,
                         std::span<const uint32_t> prompt, const GenerateOptions& options,
